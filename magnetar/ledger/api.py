@@ -1,0 +1,243 @@
+"""The managed-ledger interface the broker programs against.
+
+A managed ledger is one topic's storage: an ordered list of ledgers (the last one open for appends),
+rolled over on size, entry count or age, with a small string map of properties, all kept in the metadata
+store with compare-and-set. A cursor is a subscription's position in it: a mark-delete position (all at or
+before it is acknowledged), individually deleted entries after it, and per-entry batch-index ack sets.
+Durable cursors persist and are restored on restart; non-durable ones (readers) live in memory only.
+
+Entries are opaque bytes here; this layer never parses a message. It imports only storage and metadata.
+
+Errors::
+
+    ManagedLedgerError        root of this layer
+    ├── ManagedLedgerFenced   another writer took the ledger list (metadata version conflict)
+    ├── ManagedLedgerClosed   operation on a closed ledger or cursor
+    ├── CursorNotFound        no cursor with that name
+    └── InvalidPosition       a position that can never exist in this ledger (bad input from a client)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class ManagedLedgerError(Exception):
+    """Root of the ledger layer's errors."""
+
+
+class ManagedLedgerFenced(ManagedLedgerError):
+    pass
+
+
+class ManagedLedgerClosed(ManagedLedgerError):
+    pass
+
+
+class CursorNotFound(ManagedLedgerError):
+    pass
+
+
+class InvalidPosition(ManagedLedgerError):
+    pass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Position:
+    """An entry's place in a managed ledger. ``entry_id == -1`` means "before the first entry of ledger"."""
+
+    ledger_id: int
+    entry_id: int
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    position: Position
+    data: bytes
+
+
+class InitialPosition(enum.Enum):
+    LATEST = 0
+    EARLIEST = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSummary:
+    """One ledger of a managed ledger, as internal stats show it."""
+
+    ledger_id: int
+    entries: int
+    size_bytes: int
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManagedLedgerConfig:
+    max_entries_per_ledger: int = 50_000  # managedLedgerMaxEntriesPerLedger
+    max_size_per_ledger_bytes: int = 2048 * 1024 * 1024  # managedLedgerMaxSizePerLedgerMbytes
+    max_ledger_rollover_time_ms: int = 240 * 60 * 1000  # managedLedgerMaxLedgerRolloverTimeMinutes
+    min_ledger_rollover_time_ms: int = 10 * 60 * 1000  # managedLedgerMinLedgerRolloverTimeMinutes
+    cursor_persist_interval_ms: int = 100  # acks exposed to redelivery after a crash, at most
+    max_unacked_ranges_to_persist: int = 10_000  # managedLedgerMaxUnackedRangesToPersist
+
+
+class Cursor(Protocol):
+    """A subscription's position. Positions acked here are never returned by reads again."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def durable(self) -> bool: ...
+
+    @property
+    def mark_delete_position(self) -> Position: ...
+
+    @property
+    def read_position(self) -> Position:
+        """The next position ``read_entries`` will return from (may point past the last entry)."""
+        ...
+
+    @property
+    def properties(self) -> Mapping[str, int]: ...
+
+    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+        """Up to ``max_entries`` confirmed entries from the read position on, skipping acked ones, and
+        advance the read position past them. Returns [] when nothing new is confirmed (never waits)."""
+        ...
+
+    def rewind(self) -> None:
+        """Move the read position back to just after the mark-delete position (redeliver everything unacked)."""
+        ...
+
+    def seek(self, position: Position) -> None:
+        """Move the read position (only) to ``position``."""
+        ...
+
+    async def reset(self, position: Position) -> None:
+        """Subscription seek: the next read is ``position``; everything before is acked, everything from
+        it on unacked (individual acks and batch acks after it are forgotten). Persisted."""
+        ...
+
+    def acknowledge(self, positions: Iterable[Position]) -> None:
+        """Individual acks of whole entries (idempotent; unknown or already-acked positions are ignored)."""
+        ...
+
+    def acknowledge_batch_indexes(self, position: Position, unacked_bits: Sequence[int], batch_size: int) -> None:
+        """Partial ack of a batch entry: ``unacked_bits`` is a java.util.BitSet as int64 words whose set bits
+        are the indexes still unacked. Bits accumulate (AND) with earlier partial acks; when none stay set the
+        entry is acked whole."""
+        ...
+
+    def acknowledge_cumulative(self, position: Position) -> None:
+        """Ack everything up to and including ``position``."""
+        ...
+
+    def batch_ack_set(self, position: Position) -> list[int] | None:
+        """The unacked-bits words of a partially acked batch entry, or None if it has no partial ack."""
+        ...
+
+    def is_acknowledged(self, position: Position) -> bool:
+        ...
+
+    def backlog_entries(self) -> int:
+        """Entries after the mark-delete position not individually acked."""
+        ...
+
+    def individually_deleted_ranges(self) -> list[tuple[Position, Position]]:
+        """Acked ranges after the mark-delete position, as (open-lower, closed-upper] pairs, like Pulsar."""
+        ...
+
+    async def flush(self) -> None:
+        """Persist the current state now (durable cursors; no-op for non-durable)."""
+        ...
+
+    async def close(self) -> None:
+        """Flush and stop; later calls raise ManagedLedgerClosed."""
+        ...
+
+
+class ManagedLedger(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def last_confirmed(self) -> Position:
+        """The last durable entry, or (current ledger, -1) when none has been written."""
+        ...
+
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+
+    @property
+    def cursors(self) -> Mapping[str, Cursor]:
+        """Durable cursors by name."""
+        ...
+
+    @property
+    def entries_added(self) -> int:
+        """Entries added since this ledger was opened (internal stats' entriesAddedCounter)."""
+        ...
+
+    def number_of_entries(self) -> int: ...
+
+    def total_size_bytes(self) -> int: ...
+
+    def ledgers(self) -> list[LedgerSummary]: ...
+
+    def first_position(self) -> Position:
+        """The position just before the first stored entry (what an Earliest cursor's mark-delete is)."""
+        ...
+
+    def next_valid_position(self, position: Position) -> Position:
+        """The position of the entry after ``position``, crossing ledger boundaries (may be past the end)."""
+        ...
+
+    async def add_entry(self, data: bytes | memoryview) -> Position:
+        """Append and return once durable. Rolls over to a new ledger when a limit is reached."""
+        ...
+
+    async def read_entry(self, position: Position) -> Entry:
+        """One confirmed entry (InvalidPosition if it does not exist)."""
+        ...
+
+    async def set_properties(self, updates: Mapping[str, str]) -> None:
+        """Merge ``updates`` into the properties and persist (compare-and-set) before returning."""
+        ...
+
+    async def open_cursor(self, name: str, initial_position: InitialPosition = InitialPosition.LATEST) -> Cursor:
+        """Open (or create and persist) a durable cursor."""
+        ...
+
+    def new_non_durable_cursor(self, start: Position, name: str) -> Cursor:
+        """A cursor in memory only whose first read is ``start`` (clamped to the stored range)."""
+        ...
+
+    async def delete_cursor(self, name: str) -> None:
+        ...
+
+    async def close(self) -> None:
+        """Flush cursors, seal nothing (the current ledger is sealed on the next open)."""
+        ...
+
+    async def delete(self) -> None:
+        """Delete every ledger, every cursor and the metadata."""
+        ...
+
+
+class ManagedLedgerFactory(Protocol):
+    async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:
+        """Open (or create) the managed ledger ``name``; recovery seals the previous writer's last ledger."""
+        ...
+
+    async def exists(self, name: str) -> bool: ...
+
+    async def list_names(self) -> list[str]: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""See api.py and the module docstrings."""
