@@ -1,1 +1,31 @@
-"""See api.py and the module docstrings."""
+"""The metadata layer: a versioned key-value tree with compare-and-set and watches (see ``api.py``)."""
+
+from magnetar.metadata.api import (
+    NEW_KEY,
+    BadVersion,
+    EventKind,
+    InvalidKey,
+    MetadataError,
+    MetadataStore,
+    MetadataStoreClosed,
+    NotFound,
+    Record,
+    WatchCallback,
+    WatchEvent,
+)
+from magnetar.metadata.memory import MemoryMetadataStore
+
+__all__ = [
+    "NEW_KEY",
+    "BadVersion",
+    "EventKind",
+    "InvalidKey",
+    "MemoryMetadataStore",
+    "MetadataError",
+    "MetadataStore",
+    "MetadataStoreClosed",
+    "NotFound",
+    "Record",
+    "WatchCallback",
+    "WatchEvent",
+]

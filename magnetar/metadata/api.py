@@ -99,7 +99,9 @@ class MetadataStore(Protocol):
         ...
 
     def watch(self, prefix: str, callback: WatchCallback) -> Callable[[], None]:
-        """Call ``callback`` after each write to a key equal to or below ``prefix``; returns an unwatch function."""
+        """Call ``callback`` after each write to a key equal to or below ``prefix``.
+
+        Returns an unwatch function."""
         ...
 
     async def close(self) -> None:

@@ -1,1 +1,27 @@
-"""See api.py and the module docstrings."""
+"""The storage layer: append-only ledgers of opaque entries (see ``api.py`` for the contract)."""
+
+from magnetar.storage.api import (
+    EntryCorrupted,
+    EntryNotFound,
+    LedgerInfo,
+    LedgerNotFound,
+    LedgerSealed,
+    LedgerStore,
+    StorageError,
+    StorageIOError,
+    StoreClosed,
+)
+from magnetar.storage.memory import MemoryLedgerStore
+
+__all__ = [
+    "EntryCorrupted",
+    "EntryNotFound",
+    "LedgerInfo",
+    "LedgerNotFound",
+    "LedgerSealed",
+    "LedgerStore",
+    "MemoryLedgerStore",
+    "StorageError",
+    "StorageIOError",
+    "StoreClosed",
+]
