@@ -14,6 +14,7 @@ from magnetar.metadata.api import (
     WatchEvent,
 )
 from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.metadata.sqlite import SqliteMetadataStore
 
 __all__ = [
     "NEW_KEY",
@@ -26,6 +27,7 @@ __all__ = [
     "MetadataStoreClosed",
     "NotFound",
     "Record",
+    "SqliteMetadataStore",
     "WatchCallback",
     "WatchEvent",
 ]
