@@ -1,10 +1,30 @@
 """magnetar.protocol: the sans-IO codec for Pulsar's binary protocol.
 
-Bytes in, objects out: frames, commands, entries (stored message bytes), batches, checksums and
-compression. No sockets, no asyncio, no storage; the server layer drives it.
+Bytes in, objects out: frames, commands, entries (stored message bytes), batches, checksums,
+compression and markers. No sockets, no asyncio, no storage; the server layer drives it.
+
+    decoder = FrameDecoder(max_frame_bytes_for(max_message_size))
+    decoder.feed(data)
+    while (frame := decoder.next_frame()) is not None: ...
+    encode_command(commands.pong())
+
+``commands`` (command builders), ``ids`` (MessageIdData helpers), ``compression`` and ``markers``
+are exposed as modules; ``pb`` and ``markers_pb`` are the generated protobuf modules.
 """
 
+from magnetar.protocol import commands, compression, ids, markers
+from magnetar.protocol.batch import build_batch, split_batch
 from magnetar.protocol.checksum import crc32c
+from magnetar.protocol.compression import compress, decompress
+from magnetar.protocol.entry import (
+    SendPayload,
+    entry_payload,
+    make_entry,
+    parse_entry_metadata,
+    parse_send_payload,
+    split_broker_entry_metadata,
+    verify_entry,
+)
 from magnetar.protocol.errors import (
     ChecksumMismatch,
     CompressionError,
@@ -23,6 +43,7 @@ from magnetar.protocol.frames import (
     encode_payload_command,
     max_frame_bytes_for,
 )
+from magnetar.protocol.markers import is_marker, make_marker_entry
 from magnetar.protocol.proto import PulsarApi_pb2 as pb
 from magnetar.protocol.proto import PulsarMarkers_pb2 as markers_pb
 
@@ -38,10 +59,27 @@ __all__ = [
     "MalformedFrame",
     "PeerProtocolError",
     "ProtocolError",
+    "SendPayload",
+    "build_batch",
+    "commands",
+    "compress",
+    "compression",
     "crc32c",
+    "decompress",
     "encode_command",
     "encode_payload_command",
+    "entry_payload",
+    "ids",
+    "is_marker",
+    "make_entry",
+    "make_marker_entry",
+    "markers",
     "markers_pb",
     "max_frame_bytes_for",
+    "parse_entry_metadata",
+    "parse_send_payload",
     "pb",
+    "split_batch",
+    "split_broker_entry_metadata",
+    "verify_entry",
 ]
