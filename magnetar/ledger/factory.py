@@ -1,0 +1,123 @@
+"""The managed-ledger factory: opens each managed ledger once, lists and closes them.
+
+Owns the table of open managed ledgers of one process (``open`` of an open name returns the same object,
+concurrent opens of one name share one recovery) and the walk of ``/managed-ledgers`` that lists names.
+Knows nothing of the broker; the recovery itself lives in :mod:`recovery`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from magnetar.clock import Clock, SystemClock
+from magnetar.ledger.api import ManagedLedgerClosed, ManagedLedgerConfig, ManagedLedgerError
+from magnetar.ledger.cursor import SleepMs, asyncio_sleep_ms
+from magnetar.ledger.formats import CURSORS_SEGMENT, ROOT_KEY, ledger_key
+from magnetar.ledger.managed import ManagedLedgerImpl
+from magnetar.ledger.recovery import open_managed_ledger
+from magnetar.metadata.api import MetadataError, MetadataStore
+from magnetar.storage.api import LedgerStore
+
+log = logging.getLogger("magnetar.ledger")
+
+#: Most metadata nodes ``list_names`` visits (a bound on the walk, far above any real namespace tree).
+LIST_NODES_MAX = 1_000_000
+
+
+class LedgerFactory:
+    """Implements :class:`magnetar.ledger.api.ManagedLedgerFactory`.
+
+    ``sleep_ms`` is the delay used by cursor persistence debouncing (tests inject a controllable one).
+    """
+
+    def __init__(
+        self,
+        store: LedgerStore,
+        metadata: MetadataStore,
+        *,
+        config: ManagedLedgerConfig = ManagedLedgerConfig(),  # noqa: B008 - frozen value object
+        clock: Clock = SystemClock(),  # noqa: B008 - stateless
+        sleep_ms: SleepMs = asyncio_sleep_ms,
+    ) -> None:
+        self._store = store
+        self._metadata = metadata
+        self._config = config
+        self._clock = clock
+        self._sleep_ms = sleep_ms
+        self._open: dict[str, ManagedLedgerImpl] = {}
+        self._opening: dict[str, asyncio.Task[ManagedLedgerImpl]] = {}
+        self._closed = False
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ManagedLedgerClosed("the managed-ledger factory is closed")
+
+    async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedgerImpl:
+        """``config`` applies when the ledger is not open yet; an open one keeps its own."""
+        self._require_open()
+        ledger_key(name)  # validates the name
+        existing = self._open.get(name)
+        if existing is not None:
+            return existing
+        task = self._opening.get(name)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._open_new(name, config or self._config))
+            self._opening[name] = task
+        return await asyncio.shield(task)
+
+    async def _open_new(self, name: str, config: ManagedLedgerConfig) -> ManagedLedgerImpl:
+        try:
+            ledger = await open_managed_ledger(
+                name, self._store, self._metadata, config=config, clock=self._clock,
+                sleep_ms=self._sleep_ms, on_closed=self._forget,
+            )
+            self._open[name] = ledger
+            return ledger
+        finally:
+            self._opening.pop(name, None)
+
+    def _forget(self, ledger: ManagedLedgerImpl) -> None:
+        if self._open.get(ledger.name) is ledger:
+            del self._open[ledger.name]
+
+    async def exists(self, name: str) -> bool:
+        try:
+            return await self._metadata.exists(ledger_key(name))
+        except MetadataError as exc:
+            raise ManagedLedgerError(f"checking {name} failed: {exc}") from exc
+
+    async def list_names(self) -> list[str]:
+        """Every managed ledger with a record, found by walking the key tree under /managed-ledgers."""
+        names: list[str] = []
+        stack: list[tuple[str, bool]] = [("", False)]  # (relative path, is a managed ledger)
+        for _ in range(LIST_NODES_MAX):
+            if not stack:
+                break
+            path, is_ledger = stack.pop()
+            try:
+                children = await self._metadata.children(f"{ROOT_KEY}/{path}" if path else ROOT_KEY)
+                for child in children:
+                    if is_ledger and child == CURSORS_SEGMENT:
+                        continue
+                    sub = f"{path}/{child}" if path else child
+                    child_is_ledger = await self._metadata.exists(f"{ROOT_KEY}/{sub}")
+                    if child_is_ledger:
+                        names.append(sub)
+                    stack.append((sub, child_is_ledger))
+            except MetadataError as exc:
+                raise ManagedLedgerError(f"listing managed ledgers failed: {exc}") from exc
+        return sorted(names)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._opening.values()):
+            await asyncio.wait([task])
+        for ledger in list(self._open.values()):
+            try:
+                await ledger.close()
+            except ManagedLedgerError as exc:
+                log.warning("closing %s: %s", ledger.name, exc)
+        self._open.clear()

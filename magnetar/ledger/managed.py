@@ -1,0 +1,441 @@
+"""The managed ledger: one topic's list of ledgers, appends with rollover, properties, cursors, deletion.
+
+Owns the managed-ledger lifecycle, the ordering of concurrent adds, rollover, and every compare-and-set
+write of the managed-ledger record (format in :mod:`formats`). Recovery on open lives in :mod:`recovery`,
+cursors in :mod:`cursor`. Knows nothing of the broker, the protocol or what entries contain.
+
+Adds: each ``add_entry`` is admitted in call order under one lock that also performs rollover; the store
+append starts inside it (so appends reach the store in call order and share its group commit) and the
+entry is confirmed only after every earlier add was, so positions and completions are in call order and
+``last_confirmed`` never has holes. Rollover first waits for the in-flight appends, then seals the current
+ledger, creates the next one and writes the record. Entry and size limits roll over as soon as they are
+reached; age rolls over a non-empty ledger older than ``max_ledger_rollover_time_ms`` (the minimum age is
+not applied: nothing here rolls over early). A failed append makes the next add roll over.
+
+Fencing: a metadata version conflict, or an append refused because another opener sealed our ledger, moves
+the ledger to FENCED; it then refuses writes with :class:`ManagedLedgerFenced`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from magnetar.clock import Clock
+from magnetar.ledger.acks import AckState
+from magnetar.ledger.api import (
+    CursorNotFound,
+    Entry,
+    InitialPosition,
+    InvalidPosition,
+    LedgerSummary,
+    ManagedLedgerClosed,
+    ManagedLedgerConfig,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    Position,
+)
+from magnetar.ledger.cursor import CursorPersistence, ManagedCursor, SleepMs
+from magnetar.ledger.formats import CursorRecord, LedgerRecord, cursor_key, encode_cursor, encode_ledger, ledger_key
+from magnetar.ledger.ledger_list import LedgerList
+from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState, check_transition
+from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore, NotFound
+from magnetar.storage.api import LedgerNotFound, LedgerSealed, LedgerStore, StorageError
+
+log = logging.getLogger("magnetar.ledger")
+
+
+def ledger_custom_metadata(name: str) -> dict[str, str]:
+    return {"application": "magnetar", "component": "managed-ledger", "pulsar/managed-ledger": name}
+
+
+class ManagedLedgerImpl:
+    """Implements :class:`magnetar.ledger.api.ManagedLedger`. Built by :mod:`recovery`, never directly."""
+
+    def __init__(
+        self,
+        name: str,
+        store: LedgerStore,
+        metadata: MetadataStore,
+        *,
+        config: ManagedLedgerConfig,
+        clock: Clock,
+        sleep_ms: SleepMs,
+        on_closed: Callable[[ManagedLedgerImpl], None],
+    ) -> None:
+        self._name = name
+        self._key = ledger_key(name)
+        self._store = store
+        self._metadata = metadata
+        self._config = config
+        self._clock = clock
+        self._sleep_ms = sleep_ms
+        self._on_closed = on_closed
+        self._state = LedgerState.OPENING
+        self._ledgers = LedgerList()
+        self._properties: dict[str, str] = {}
+        self._version = NEW_KEY
+        self._cursors: dict[str, ManagedCursor] = {}
+        self._entries_added = 0
+        self._admit_lock = asyncio.Lock()  # add admission and rollover, in call order
+        self._meta_lock = asyncio.Lock()  # one managed-ledger record write at a time
+        self._cursor_lock = asyncio.Lock()  # cursor creation and deletion
+        self._tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._tail.set_result(None)
+        self._pending_entries = 0
+        self._pending_bytes = 0
+        self._current_broken = False
+
+    # ---- lifecycle -----------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> LedgerState:
+        return self._state
+
+    def _transition_to(self, new: LedgerState) -> None:
+        self._state = check_transition(LEDGER_TRANSITIONS, self._state, new, f"managed ledger {self._name}")
+
+    def _require_writable(self) -> None:
+        if self._state is LedgerState.FENCED:
+            raise ManagedLedgerFenced(f"managed ledger {self._name} is fenced")
+        if self._state is not LedgerState.OPEN:
+            raise ManagedLedgerClosed(f"managed ledger {self._name} is {self._state.value}")
+
+    def _require_readable(self) -> None:
+        if self._state not in (LedgerState.OPEN, LedgerState.FENCED, LedgerState.CLOSING):
+            raise ManagedLedgerClosed(f"managed ledger {self._name} is {self._state.value}")
+
+    def _fence(self) -> None:
+        if self._state in (LedgerState.OPEN, LedgerState.OPENING):
+            log.warning("managed ledger %s fenced: another owner took it", self._name)
+            self._transition_to(LedgerState.FENCED)
+
+    def cursor_fenced(self, name: str) -> None:
+        self._fence()
+
+    def install(
+        self, ledgers: LedgerList, properties: Mapping[str, str], version: int, cursors: list[ManagedCursor]
+    ) -> None:
+        """Recovery is done: take its results and accept operations."""
+        self._ledgers = ledgers
+        self._properties = dict(properties)
+        self._version = version
+        self._cursors = {c.name: c for c in cursors}
+        self._transition_to(LedgerState.OPEN)
+
+    def abandon(self) -> None:
+        """Recovery failed."""
+        if self._state is LedgerState.FENCED:
+            self._transition_to(LedgerState.CLOSING)
+        if self._state in (LedgerState.OPENING, LedgerState.CLOSING):
+            self._transition_to(LedgerState.CLOSED)
+
+    # ---- read-only views -----------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def config(self) -> ManagedLedgerConfig:
+        return self._config
+
+    @property
+    def sleep_ms(self) -> SleepMs:
+        return self._sleep_ms
+
+    @property
+    def ledger_list(self) -> LedgerList:
+        return self._ledgers
+
+    @property
+    def last_confirmed(self) -> Position:
+        return self._ledgers.last_confirmed()
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return MappingProxyType(self._properties)
+
+    @property
+    def cursors(self) -> Mapping[str, ManagedCursor]:
+        return MappingProxyType(self._cursors)
+
+    @property
+    def entries_added(self) -> int:
+        return self._entries_added
+
+    def number_of_entries(self) -> int:
+        return self._ledgers.total_entries()
+
+    def total_size_bytes(self) -> int:
+        return self._ledgers.total_size_bytes()
+
+    def ledgers(self) -> list[LedgerSummary]:
+        return self._ledgers.summaries()
+
+    def first_position(self) -> Position:
+        return self._ledgers.first_position()
+
+    def next_valid_position(self, position: Position) -> Position:
+        return self._ledgers.next_position(position)
+
+    # ---- reads ---------------------------------------------------------------------------------------------
+
+    async def read_range(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
+        self._require_readable()
+        try:
+            return await self._store.read(ledger_id, first_entry, last_entry)
+        except StorageError as exc:
+            raise ManagedLedgerError(f"{self._name}: read {ledger_id}:{first_entry}..{last_entry}: {exc}") from exc
+
+    async def read_entry(self, position: Position) -> Entry:
+        if not self._ledgers.is_entry(position):
+            raise InvalidPosition(f"{self._name}: no entry {position}")
+        (data,) = await self.read_range(position.ledger_id, position.entry_id, position.entry_id)
+        return Entry(position, data)
+
+    # ---- adds and rollover ---------------------------------------------------------------------------------
+
+    async def add_entry(self, data: bytes | memoryview) -> Position:
+        self._require_writable()
+        size_bytes = len(data)
+        async with self._admit_lock:
+            self._require_writable()
+            if self._rollover_due():
+                await self._rollover()
+            ledger_id = self._ledgers.current.ledger_id
+            self._pending_entries += 1
+            self._pending_bytes += size_bytes
+            append = asyncio.ensure_future(self._store.append(ledger_id, data))
+            previous, done = self._tail, asyncio.get_running_loop().create_future()
+            self._tail = done
+            completion = asyncio.ensure_future(self._confirm(append, previous, done, ledger_id, size_bytes))
+        # The shield keeps a cancelled caller from breaking the completion chain of later adds.
+        return await asyncio.shield(completion)
+
+    async def _confirm(
+        self,
+        append: asyncio.Future[int],
+        previous: asyncio.Future[None],
+        done: asyncio.Future[None],
+        ledger_id: int,
+        size_bytes: int,
+    ) -> Position:
+        try:
+            await asyncio.wait([append])
+            await previous  # confirm in call order
+            self._pending_entries -= 1
+            self._pending_bytes -= size_bytes
+            error = append.exception()
+            if error is not None:
+                raise self._add_failed(error)
+            entry_id = append.result()
+            self._ledgers.record_add(ledger_id, entry_id, size_bytes)
+            self._entries_added += 1
+            return Position(ledger_id, entry_id)
+        finally:
+            done.set_result(None)
+
+    def _add_failed(self, error: BaseException) -> ManagedLedgerError:
+        if isinstance(error, LedgerSealed):
+            self._fence()
+            fenced = ManagedLedgerFenced(f"{self._name}: ledger sealed by another owner")
+            fenced.__cause__ = error
+            return fenced
+        self._current_broken = True
+        failed = ManagedLedgerError(f"{self._name}: append failed: {error}")
+        failed.__cause__ = error
+        return failed
+
+    def _rollover_due(self) -> bool:
+        current = self._ledgers.current
+        entries = current.entries + self._pending_entries
+        if entries == 0:
+            return self._current_broken
+        size_bytes = current.size_bytes + self._pending_bytes
+        age_ms = self._clock.now_ms() - current.created_ms
+        return (
+            self._current_broken
+            or entries >= self._config.max_entries_per_ledger
+            or size_bytes >= self._config.max_size_per_ledger_bytes
+            or age_ms >= self._config.max_ledger_rollover_time_ms
+        )
+
+    async def create_ledger(self) -> LedgerSummary:
+        try:
+            info = await self._store.create_ledger(ledger_custom_metadata(self._name))
+        except StorageError as exc:
+            raise ManagedLedgerError(f"{self._name}: creating a ledger failed: {exc}") from exc
+        return LedgerSummary(info.ledger_id, 0, 0, self._clock.now_ms())
+
+    async def _rollover(self) -> None:
+        await self._tail  # every in-flight append to the current ledger is confirmed
+        old = self._ledgers.current
+        try:
+            info = await self._store.seal(old.ledger_id)
+        except StorageError as exc:
+            raise ManagedLedgerError(f"{self._name}: sealing ledger {old.ledger_id} failed: {exc}") from exc
+        sealed = dataclasses.replace(old, entries=info.entries, size_bytes=info.size_bytes)
+        new = await self.create_ledger()
+        kept = self._ledgers.summaries()[:-1] + ([sealed] if sealed.entries else [])
+        try:
+            async with self._meta_lock:
+                await self._write_record([*kept, new], self._properties)
+        except ManagedLedgerError:
+            await self.delete_ledgers_quietly([new.ledger_id])
+            raise
+        self._ledgers.replace(sealed)
+        if not sealed.entries:
+            self._ledgers.remove(sealed.ledger_id)
+            await self.delete_ledgers_quietly([sealed.ledger_id])
+        self._ledgers.append(new)
+        self._current_broken = False
+        log.info("%s: rolled over from ledger %d (%d entries) to %d", self._name, old.ledger_id,
+                 sealed.entries, new.ledger_id)
+
+    async def delete_ledgers_quietly(self, ledger_ids: list[int]) -> None:
+        """Best effort: a ledger left behind carries custom metadata naming its owner, for the audit."""
+        for ledger_id in ledger_ids:
+            try:
+                await self._store.delete(ledger_id)
+            except LedgerNotFound:
+                pass
+            except StorageError as exc:
+                log.warning("%s: could not delete ledger %d: %s", self._name, ledger_id, exc)
+
+    # ---- the managed-ledger record -------------------------------------------------------------------------
+
+    async def _write_record(self, ledgers: list[LedgerSummary], properties: Mapping[str, str]) -> None:
+        """Compare-and-set the record (caller holds ``_meta_lock``)."""
+        data = encode_ledger(LedgerRecord(tuple(ledgers), dict(properties)))
+        try:
+            record = await self._metadata.put(self._key, data, self._version)
+        except (BadVersion, NotFound) as exc:
+            self._fence()
+            raise ManagedLedgerFenced(f"{self._name}: the managed-ledger record changed under us") from exc
+        except MetadataError as exc:
+            raise ManagedLedgerError(f"{self._name}: writing the record failed: {exc}") from exc
+        self._version = record.version
+
+    async def claim(self, ledgers: LedgerList, properties: Mapping[str, str], version: int) -> int:
+        """Recovery's first write: the record as recovered, compare-and-set on ``version``."""
+        self._version = version
+        async with self._meta_lock:
+            await self._write_record(ledgers.summaries(), properties)
+        return self._version
+
+    async def set_properties(self, updates: Mapping[str, str]) -> None:
+        self._require_writable()
+        async with self._meta_lock:
+            merged = {**self._properties, **{str(k): str(v) for k, v in updates.items()}}
+            await self._write_record(self._ledgers.summaries(), merged)
+            self._properties = merged
+
+    # ---- cursors -------------------------------------------------------------------------------------------
+
+    def make_cursor(
+        self, name: str, acks: AckState, persistence: CursorPersistence | None, properties: Mapping[str, int]
+    ) -> ManagedCursor:
+        return ManagedCursor(self, name, acks, config=self._config, persistence=persistence,
+                             properties=properties)
+
+    async def open_cursor(self, name: str, initial_position: InitialPosition = InitialPosition.LATEST) -> ManagedCursor:
+        self._require_writable()
+        async with self._cursor_lock:
+            self._require_writable()
+            existing = self._cursors.get(name)
+            if existing is not None:
+                return existing
+            key = cursor_key(self._name, name)
+            if initial_position is InitialPosition.EARLIEST:
+                mark_delete = self._ledgers.first_position()
+            else:
+                mark_delete = self._ledgers.last_confirmed()
+            try:
+                record = await self._metadata.put(key, encode_cursor(CursorRecord(mark_delete)), NEW_KEY)
+            except BadVersion as exc:
+                self._fence()
+                raise ManagedLedgerFenced(f"{self._name}: cursor {name} created by another owner") from exc
+            except MetadataError as exc:
+                raise ManagedLedgerError(f"{self._name}: creating cursor {name} failed: {exc}") from exc
+            persistence = CursorPersistence(self._metadata, key, record.version, self._sleep_ms)
+            cursor = self.make_cursor(name, AckState(self._ledgers, mark_delete), persistence, {})
+            self._cursors[name] = cursor
+            return cursor
+
+    def new_non_durable_cursor(self, start: Position, name: str) -> ManagedCursor:
+        self._require_readable()
+        first = self._ledgers.forward(start)
+        acks = AckState(self._ledgers, Position(first.ledger_id, first.entry_id - 1))
+        return self.make_cursor(name, acks, None, {})
+
+    async def delete_cursor(self, name: str) -> None:
+        self._require_writable()
+        async with self._cursor_lock:
+            cursor = self._cursors.pop(name, None)
+            if cursor is None:
+                raise CursorNotFound(f"{self._name}: no cursor {name!r}")
+            cursor.discard()
+            await self._delete_cursor_key(cursor_key(self._name, name))
+
+    async def _delete_cursor_key(self, key: str) -> None:
+        try:
+            await self._metadata.delete(key)
+        except NotFound:
+            pass
+        except MetadataError as exc:
+            raise ManagedLedgerError(f"{self._name}: deleting {key} failed: {exc}") from exc
+
+    # ---- close and delete ----------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Waits for in-flight adds, flushes cursors and writes the record (current ledger counts)."""
+        if self._state not in (LedgerState.OPEN, LedgerState.FENCED):
+            return
+        fenced = self._state is LedgerState.FENCED
+        self._transition_to(LedgerState.CLOSING)
+        try:
+            async with self._admit_lock:
+                await self._tail
+            for cursor in list(self._cursors.values()):
+                try:
+                    await cursor.close()
+                except ManagedLedgerError as exc:
+                    log.warning("%s: closing cursor %s: %s", self._name, cursor.name, exc)
+            if not fenced:
+                async with self._meta_lock:
+                    await self._write_record(self._ledgers.summaries(), self._properties)
+        except ManagedLedgerError as exc:
+            log.warning("%s: close could not write the record: %s", self._name, exc)
+        finally:
+            self._transition_to(LedgerState.CLOSED)
+            self._on_closed(self)
+
+    async def delete(self) -> None:
+        """Metadata first (the record by compare-and-set, then the cursors), storage second."""
+        self._require_writable()
+        self._transition_to(LedgerState.DELETING)
+        try:
+            async with self._admit_lock:
+                await self._tail
+            async with self._meta_lock:
+                try:
+                    await self._metadata.delete(self._key, self._version)
+                except (BadVersion, NotFound) as exc:
+                    raise ManagedLedgerFenced(f"{self._name}: the record changed under us") from exc
+                except MetadataError as exc:
+                    raise ManagedLedgerError(f"{self._name}: deleting the record failed: {exc}") from exc
+            for name, cursor in list(self._cursors.items()):
+                cursor.discard()
+                await self._delete_cursor_key(cursor_key(self._name, name))
+            self._cursors.clear()
+            await self.delete_ledgers_quietly([x.ledger_id for x in self._ledgers.summaries()])
+        except BaseException:
+            self._transition_to(LedgerState.CLOSED)
+            self._on_closed(self)
+            raise
+        self._transition_to(LedgerState.DELETED)
+        self._on_closed(self)
