@@ -1,0 +1,29 @@
+"""The broker's settings as one frozen value; ``magnetar.config`` builds it from files and flags.
+
+Field names are Pulsar's ``broker.conf`` keys in snake case (the mapping lives in ``magnetar.config``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from magnetar.ledger.api import ManagedLedgerConfig
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    cluster_name: str = "standalone"
+    advertised_address: str | None = None  # None: answer lookups with the address the client reached
+    max_message_size: int = 5 * MIB  # maxMessageSize
+    allow_auto_topic_creation: bool = True
+    allow_auto_topic_creation_type: str = "non-partitioned"  # or "partitioned"
+    default_num_partitions: int = 1
+    broker_deduplication_enabled: bool = True
+    keep_alive_interval_seconds: float = 30.0
+    dispatcher_max_read_batch_size: int = 100
+    dispatcher_max_read_size_bytes: int = 5 * MIB
+    max_pending_publish_requests_per_connection: int = 1000
+    max_consumer_permits: int = 1_000_000  # FLOW beyond this is clamped
+    managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)

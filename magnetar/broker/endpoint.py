@@ -1,0 +1,38 @@
+"""What the broker needs from a client connection, without knowing it is a socket.
+
+The server implements :class:`Endpoint` for each connection; producers, consumers and dispatchers
+write encoded frames through it and wait for the peer to drain. Tests implement it in memory.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Endpoint(Protocol):
+    @property
+    def remote_address(self) -> str: ...
+
+    @property
+    def client_version(self) -> str: ...
+
+    @property
+    def protocol_version(self) -> int: ...
+
+    @property
+    def connected_since_ms(self) -> int: ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def send_frame(self, frame: bytes) -> None:
+        """Queue an encoded frame for the peer (never blocks; frames leave in call order)."""
+        ...
+
+    def forget_consumer(self, consumer_id: int) -> None:
+        """The broker closed this consumer (e.g. after a seek): drop it from the connection's table."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait until the queued frames are below the connection's high-water mark."""
+        ...

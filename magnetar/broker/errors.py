@@ -1,0 +1,102 @@
+"""The broker's errors, each carrying the wire error code the client maps (facts §4.7).
+
+Every error a client can cause or see is a :class:`BrokerError` with a ``server_error`` code; the
+server turns it into an ERROR or SEND_ERROR frame. Errors from the layers below are translated where
+they meet the broker (``raise PersistenceError(...) from exc``).
+
+    BrokerError (UnknownError)
+    ├── MetadataError, PersistenceError, ServiceNotReady          retried by the client
+    ├── ConsumerBusy, ProducerBusy, ProducerFenced, TopicNotFound  fatal for the client
+    ├── SubscriptionNotFound, ConsumerNotFound, InvalidTopicName
+    ├── NotAllowed, TopicTerminated, ChecksumError, IncompatibleSchema
+    └── ...
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+# ServerError values from the Pulsar schema (facts §4.7); kept here as plain ints so this module does
+# not depend on generated code.
+UNKNOWN_ERROR = 0
+METADATA_ERROR = 1
+PERSISTENCE_ERROR = 2
+CONSUMER_BUSY = 5
+SERVICE_NOT_READY = 6
+CHECKSUM_ERROR = 9
+UNSUPPORTED_VERSION = 10
+TOPIC_NOT_FOUND = 11
+SUBSCRIPTION_NOT_FOUND = 12
+CONSUMER_NOT_FOUND = 13
+TOO_MANY_REQUESTS = 14
+TOPIC_TERMINATED = 15
+PRODUCER_BUSY = 16
+INVALID_TOPIC_NAME = 17
+INCOMPATIBLE_SCHEMA = 18
+CONSUMER_ASSIGN_ERROR = 19
+NOT_ALLOWED = 22
+PRODUCER_FENCED = 25
+
+
+class BrokerError(Exception):
+    server_error: ClassVar[int] = UNKNOWN_ERROR
+
+
+class MetadataError(BrokerError):
+    server_error = METADATA_ERROR
+
+
+class PersistenceError(BrokerError):
+    server_error = PERSISTENCE_ERROR
+
+
+class ConsumerBusy(BrokerError):
+    server_error = CONSUMER_BUSY
+
+
+class ServiceNotReady(BrokerError):
+    server_error = SERVICE_NOT_READY
+
+
+class ChecksumError(BrokerError):
+    server_error = CHECKSUM_ERROR
+
+
+class TopicNotFound(BrokerError):
+    server_error = TOPIC_NOT_FOUND
+
+
+class SubscriptionNotFound(BrokerError):
+    server_error = SUBSCRIPTION_NOT_FOUND
+
+
+class ConsumerNotFound(BrokerError):
+    server_error = CONSUMER_NOT_FOUND
+
+
+class TopicTerminated(BrokerError):
+    server_error = TOPIC_TERMINATED
+
+
+class ProducerBusy(BrokerError):
+    server_error = PRODUCER_BUSY
+
+
+class InvalidTopicName(BrokerError):
+    server_error = INVALID_TOPIC_NAME
+
+
+class IncompatibleSchema(BrokerError):
+    server_error = INCOMPATIBLE_SCHEMA
+
+
+class ConsumerAssignError(BrokerError):
+    server_error = CONSUMER_ASSIGN_ERROR
+
+
+class NotAllowed(BrokerError):
+    server_error = NOT_ALLOWED
+
+
+class ProducerFenced(BrokerError):
+    server_error = PRODUCER_FENCED

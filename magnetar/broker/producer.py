@@ -1,0 +1,113 @@
+"""A producer attached to a topic: identity, ordered publish receipts and statistics.
+
+Receipts must reach the client in SEND order (facts §4.4), while appends complete asynchronously; the
+producer keeps its in-flight publishes in a bounded FIFO and answers from its head only. It knows the
+wire format of receipts but nothing of sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import deque
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+
+from magnetar import protocol as proto
+from magnetar.broker.endpoint import Endpoint
+from magnetar.broker.errors import BrokerError, PersistenceError
+from magnetar.ledger.api import Position
+
+log = logging.getLogger("magnetar.broker.producer")
+
+#: receipt position of a message the broker recognised as a duplicate (facts §4.6)
+DUPLICATE_POSITION = Position(-1, -1)
+
+
+class AccessMode(enum.IntEnum):
+    SHARED = 0
+    EXCLUSIVE = 1
+    WAIT_FOR_EXCLUSIVE = 2
+    EXCLUSIVE_WITH_FENCING = 3
+
+    @property
+    def label(self) -> str:
+        return {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}[self.value]
+
+
+@dataclass(slots=True)
+class _InFlight:
+    sequence_id: int
+    highest_sequence_id: int | None
+    future: asyncio.Future[Position]
+
+
+@dataclass(eq=False, slots=True)
+class Producer:
+    endpoint: Endpoint
+    producer_id: int
+    name: str
+    topic_name: str
+    partition: int
+    epoch: int
+    access_mode: AccessMode
+    user_provided_name: bool
+    created_ms: int
+    metadata: dict[str, str] = field(default_factory=dict)
+    topic_epoch: int | None = None
+    msg_in_counter: int = 0
+    bytes_in_counter: int = 0
+    closed: bool = False
+    fenced: bool = False
+    _in_flight: deque[_InFlight] = field(default_factory=deque)
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._in_flight)
+
+    def track(
+        self, sequence_id: int, highest_sequence_id: int | None, work: Awaitable[Position]
+    ) -> asyncio.Future[Position]:
+        """Register a publish; its receipt is sent when it and every earlier publish have completed."""
+        future: asyncio.Future[Position] = asyncio.ensure_future(work)
+        self._in_flight.append(_InFlight(sequence_id, highest_sequence_id, future))
+        future.add_done_callback(self._answer_completed)
+        return future
+
+    def _answer_completed(self, _: object = None) -> None:
+        while self._in_flight and self._in_flight[0].future.done():
+            item = self._in_flight.popleft()
+            self._answer(item)
+
+    def _answer(self, item: _InFlight) -> None:
+        if not self.endpoint.is_open:
+            return
+        exc = item.future.exception() if not item.future.cancelled() else PersistenceError("cancelled")
+        if exc is None:
+            pos = item.future.result()
+            frame = proto.encode_command(
+                proto.commands.send_receipt(
+                    self.producer_id, item.sequence_id, pos.ledger_id, pos.entry_id, item.highest_sequence_id
+                )
+            )
+        else:
+            code = exc.server_error if isinstance(exc, BrokerError) else PersistenceError.server_error
+            if not isinstance(exc, BrokerError):
+                log.error("publish on %s failed: %r", self.topic_name, exc)
+            frame = proto.encode_command(
+                proto.commands.send_error(self.producer_id, item.sequence_id, code, str(exc) or type(exc).__name__)
+            )
+        self.endpoint.send_frame(frame)
+
+    async def wait_pending(self) -> None:
+        """Wait for every in-flight publish to finish (close finishes pending sends first)."""
+        if self._in_flight:
+            await asyncio.gather(*(i.future for i in list(self._in_flight)), return_exceptions=True)
+        self._answer_completed()
+
+    def fail_pending(self) -> None:
+        """Drop the answers of in-flight publishes (the producer was fenced: they must not be receipted)."""
+        for item in self._in_flight:
+            item.future.remove_done_callback(self._answer_completed)
+        self._in_flight.clear()

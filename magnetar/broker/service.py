@@ -1,0 +1,191 @@
+"""The broker service: the registry of loaded topics, namespaces and partitioned-topic metadata.
+
+Topics load on first use (a producer, a consumer, a lookup of stats) from their managed ledger, or are
+auto-created when ``allowAutoTopicCreation`` says so. Namespaces and partitioned-topic metadata live in the
+metadata store under Pulsar's ``/admin/...`` paths. Pure asyncio logic: the server layer calls in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import urllib.parse
+from dataclasses import dataclass
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
+from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.topic import PersistentTopic
+from magnetar.clock import Clock, SystemClock
+from magnetar.ledger.api import ManagedLedgerError, ManagedLedgerFactory
+from magnetar.metadata import api as md
+
+log = logging.getLogger("magnetar.broker")
+
+SYSTEM_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("pulsar", "system"))
+PARTITIONS_MAX = 10_000
+
+
+def partitioned_topic_key(topic: TopicName) -> str:
+    local = urllib.parse.quote(topic.local_name, safe="")
+    return f"/admin/partitioned-topics/{topic.tenant}/{topic.namespace}/{topic.domain}/{local}"
+
+
+def namespace_key(ns: NamespaceName) -> str:
+    return f"/admin/policies/{ns.tenant}/{ns.namespace}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionedMetadata:
+    partitions: int
+
+
+class BrokerService:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: md.MetadataStore,
+        ledgers: ManagedLedgerFactory,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.ledgers = ledgers
+        self.clock = clock or SystemClock()
+        self.topics: dict[str, PersistentTopic] = {}
+        self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
+        self._producer_counter = 0
+        self.started_ms = self.clock.now_ms()
+        self.closing = False
+
+    async def start(self) -> None:
+        """Create the cluster and the standalone namespaces if this is a fresh metadata store."""
+        cluster_key = f"/admin/clusters/{self.config.cluster_name}"
+        if not await self.metadata.exists(cluster_key):
+            await self.metadata.put(cluster_key, json.dumps({"serviceUrl": ""}).encode())
+        for ns in SYSTEM_NAMESPACES:
+            tenant_key = f"/admin/policies/{ns.tenant}"
+            if not await self.metadata.exists(tenant_key):
+                info = {"adminRoles": [], "allowedClusters": [self.config.cluster_name]}
+                await self.metadata.put(tenant_key, json.dumps(info).encode())
+            if not await self.metadata.exists(namespace_key(ns)):
+                await self.metadata.put(namespace_key(ns), json.dumps({}).encode())
+
+    def new_producer_name(self) -> str:
+        self._producer_counter += 1
+        return f"{self.config.cluster_name}-0-{self._producer_counter - 1}"
+
+    # ---- namespaces and partitions -------------------------------------------------------------------
+
+    async def namespace_exists(self, ns: NamespaceName) -> bool:
+        return await self.metadata.exists(namespace_key(ns))
+
+    async def partitioned_metadata(self, topic: TopicName) -> PartitionedMetadata:
+        """The partition count (0 = not partitioned), auto-creating a partitioned topic if so configured."""
+        if topic.is_partition:
+            return PartitionedMetadata(0)
+        record = await self._get(partitioned_topic_key(topic))
+        if record is not None:
+            return PartitionedMetadata(int(json.loads(record.value)["partitions"]))
+        if (
+            self.config.allow_auto_topic_creation
+            and self.config.allow_auto_topic_creation_type == "partitioned"
+            and topic.persistent
+            and await self.namespace_exists(topic.namespace_name)
+            and not await self.ledgers.exists(topic.managed_ledger_name)
+        ):
+            n = max(1, self.config.default_num_partitions)
+            await self.create_partitioned_topic(topic, n)
+            return PartitionedMetadata(n)
+        return PartitionedMetadata(0)
+
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        if not 0 < partitions <= PARTITIONS_MAX:
+            raise NotAllowed(f"Number of partitions must be between 1 and {PARTITIONS_MAX}")
+        try:
+            await self.metadata.put(
+                partitioned_topic_key(topic), json.dumps({"partitions": partitions}).encode(), md.NEW_KEY
+            )
+        except md.BadVersion:
+            return  # created concurrently: the first one wins
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+        log.info("created partitioned topic %s with %d partitions", topic, partitions)
+
+    async def _get(self, key: str) -> md.Record | None:
+        try:
+            return await self.metadata.get(key)
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+
+    async def list_topics(self, ns: NamespaceName) -> list[str]:
+        """Every persistent topic of a namespace (partitions by their partition names)."""
+        prefix = f"{ns.tenant}/{ns.namespace}/persistent/"
+        names = [n for n in await self.ledgers.list_names() if n.startswith(prefix)]
+        return sorted(str(TopicName.from_managed_ledger_name(n)) for n in names)
+
+    # ---- topics --------------------------------------------------------------------------------------
+
+    async def get_topic(self, topic: TopicName, *, create: bool) -> PersistentTopic:
+        """The loaded topic; load it, or create it when ``create`` and auto-creation allow."""
+        key = str(topic)
+        loaded = self.topics.get(key)
+        if loaded is not None:
+            return loaded
+        if self.closing:
+            raise ServiceNotReady("Broker is shutting down")
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[PersistentTopic] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            result = await self._load(topic, create=create)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # waiters re-raise; nobody else needs to see it
+            raise
+        else:
+            future.set_result(result)
+            self.topics[key] = result
+            return result
+        finally:
+            del self._loading[key]
+
+    async def _load(self, topic: TopicName, *, create: bool) -> PersistentTopic:
+        if not topic.persistent:
+            raise NotAllowed("non-persistent topics are not supported by magnetar yet")
+        ml_name = topic.managed_ledger_name
+        if not await self.ledgers.exists(ml_name):
+            if not (create and self.config.allow_auto_topic_creation):
+                raise TopicNotFound(f"Topic {topic} does not exist")
+            if not await self.namespace_exists(topic.namespace_name):
+                raise TopicNotFound(f"Namespace {topic.namespace_name} does not exist")
+            if not topic.is_partition and await self._get(partitioned_topic_key(topic)) is not None:
+                raise NotAllowed(f"{topic} is a partitioned topic: use its partitions")
+            log.info("creating topic %s", topic)
+        try:
+            ledger = await self.ledgers.open(ml_name, self.config.managed_ledger)
+        except ManagedLedgerError as exc:
+            raise ServiceNotReady(f"Failed to open the managed ledger of {topic}: {exc}") from exc
+        loaded = PersistentTopic(
+            topic,
+            ledger,
+            self.clock,
+            dedup_enabled=self.config.broker_deduplication_enabled,
+            read_batch_max=self.config.dispatcher_max_read_batch_size,
+            read_bytes_max=self.config.dispatcher_max_read_size_bytes,
+        )
+        log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),
+                 len(loaded.subscriptions))
+        return loaded
+
+    async def close(self) -> None:
+        self.closing = True
+        for topic in list(self.topics.values()):
+            try:
+                await topic.close()
+            except Exception:
+                log.exception("failed to close topic %s", topic.name)
+        self.topics.clear()

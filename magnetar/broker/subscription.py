@@ -1,0 +1,145 @@
+"""A subscription: a cursor, its consumers and the dispatcher that feeds them.
+
+It enforces the subscription-type rules (one consumer on Exclusive, one type per subscription) and turns
+client acks into cursor operations. A non-durable subscription (a reader) lives while it has consumers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from magnetar import protocol as proto
+from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.dispatcher import Dispatcher
+from magnetar.broker.errors import ConsumerBusy
+from magnetar.ledger.api import Cursor, ManagedLedger, Position
+
+log = logging.getLogger("magnetar.broker.subscription")
+
+ACK_INDIVIDUAL = 0
+ACK_CUMULATIVE = 1
+
+
+class Subscription:
+    def __init__(
+        self,
+        name: str,
+        ledger: ManagedLedger,
+        cursor: Cursor,
+        *,
+        durable: bool,
+        read_batch_max: int,
+        read_bytes_max: int,
+    ) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.cursor = cursor
+        self.durable = durable
+        self.sub_type: int | None = None
+        self.replicated = False
+        self._read_batch_max = read_batch_max
+        self._read_bytes_max = read_bytes_max
+        self.dispatcher: Dispatcher | None = None
+        self.msg_out_counter = 0
+        self.bytes_out_counter = 0
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return list(self.dispatcher.consumers) if self.dispatcher is not None else []
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.dispatcher is not None and self.dispatcher.consumers:
+            if consumer.sub_type != self.sub_type:
+                raise ConsumerBusy(
+                    f"Subscription {self.name!r} is of type {SubType.LABELS.get(self.sub_type or 0)}, "
+                    f"not {SubType.LABELS.get(consumer.sub_type, consumer.sub_type)}"
+                )
+            if consumer.sub_type == SubType.EXCLUSIVE:
+                raise ConsumerBusy(f"Exclusive consumer is already connected to subscription {self.name!r}")
+        if self.dispatcher is None or self.dispatcher.sub_type != consumer.sub_type:
+            self.dispatcher = Dispatcher(
+                consumer.sub_type,
+                self.ledger,
+                self.cursor,
+                read_batch_max=self._read_batch_max,
+                read_bytes_max=self._read_bytes_max,
+            )
+        self.sub_type = consumer.sub_type
+        self.dispatcher.add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        consumer.closed = True
+        if self.dispatcher is not None:
+            self.msg_out_counter += consumer.msg_out_counter
+            self.bytes_out_counter += consumer.bytes_out_counter
+            self.dispatcher.remove_consumer(consumer)
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.add_permits(permits)
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
+
+    def new_entries(self) -> None:
+        if self.dispatcher is not None and self.dispatcher.consumers:
+            self.dispatcher.wake()
+
+    def acknowledge(self, consumer: Consumer, ack_type: int, ids: Sequence[proto.pb.MessageIdData]) -> None:
+        if ack_type == ACK_CUMULATIVE:
+            if not ids:
+                return
+            pos = Position(proto.ids.signed(ids[0].ledgerId), proto.ids.signed(ids[0].entryId))
+            if ids[0].ack_set:
+                # a cumulative ack in the middle of a batch: everything before that entry is done
+                self.cursor.acknowledge_batch_indexes(pos, list(ids[0].ack_set), self._batch_size(consumer, ids[0]))
+                pos = Position(pos.ledger_id, pos.entry_id - 1)
+            if pos.entry_id >= 0 or pos.ledger_id >= 0:
+                self.cursor.acknowledge_cumulative(pos)
+                consumer.forget_up_to(pos)
+                if self.dispatcher is not None:
+                    self.dispatcher.acknowledged([p for p in list(consumer.unacked) if p <= pos])
+            return
+        whole: list[Position] = []
+        for mid in ids:
+            pos = Position(proto.ids.signed(mid.ledgerId), proto.ids.signed(mid.entryId))
+            if mid.ack_set:
+                self.cursor.acknowledge_batch_indexes(pos, list(mid.ack_set), self._batch_size(consumer, mid))
+                if not self.cursor.is_acknowledged(pos):
+                    continue
+            whole.append(pos)
+        if whole:
+            self.cursor.acknowledge(whole)
+            for p in whole:
+                consumer.forget(p)
+            if self.dispatcher is not None:
+                self.dispatcher.acknowledged(whole)
+
+    @staticmethod
+    def _batch_size(consumer: Consumer, mid: proto.pb.MessageIdData) -> int:
+        if mid.HasField("batch_size") and mid.batch_size > 0:
+            return int(mid.batch_size)
+        pos = Position(proto.ids.signed(mid.ledgerId), proto.ids.signed(mid.entryId))
+        return consumer.unacked.get(pos, 64 * len(mid.ack_set))
+
+    def redeliver(self, consumer: Consumer, ids: Sequence[proto.pb.MessageIdData]) -> None:
+        if self.dispatcher is None:
+            return
+        positions = [Position(proto.ids.signed(m.ledgerId), proto.ids.signed(m.entryId)) for m in ids]
+        self.dispatcher.redeliver(consumer, positions or None)
+
+    async def reset(self, position: Position) -> list[Consumer]:
+        """Seek: move the cursor and return the consumers to disconnect."""
+        await self.cursor.reset(position)
+        consumers = self.consumers
+        if self.dispatcher is not None:
+            self.dispatcher.rewind_all()
+        return consumers
+
+    def backlog(self) -> int:
+        return self.cursor.backlog_entries()
+
+    async def close(self) -> None:
+        if self.dispatcher is not None:
+            await self.dispatcher.close()
+        if self.durable:
+            await self.cursor.flush()

@@ -1,0 +1,268 @@
+"""A persistent topic: its managed ledger, producers, subscriptions, deduplication and counters.
+
+Publishing appends the stored entry (from the checksum magic on, verbatim) and wakes the dispatchers.
+Sequence-id deduplication per producer name keeps a resend after a reconnect from landing twice.
+The topic knows the wire format of entries and receipts, never sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+from magnetar import protocol as proto
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.errors import (
+    BrokerError,
+    ConsumerBusy,
+    NotAllowed,
+    PersistenceError,
+    ProducerBusy,
+    SubscriptionNotFound,
+)
+from magnetar.broker.names import TopicName
+from magnetar.broker.producer import DUPLICATE_POSITION, Producer
+from magnetar.broker.subscription import Subscription
+from magnetar.clock import Clock
+from magnetar.ledger.api import (
+    Cursor,
+    InitialPosition,
+    ManagedLedger,
+    ManagedLedgerError,
+    Position,
+)
+from magnetar.storage.api import StorageError
+
+log = logging.getLogger("magnetar.broker.topic")
+
+DEDUP_PRODUCERS_MAX = 100_000  # producer names whose last sequence id is remembered
+
+
+class PersistentTopic:
+    def __init__(
+        self,
+        name: TopicName,
+        ledger: ManagedLedger,
+        clock: Clock,
+        *,
+        dedup_enabled: bool,
+        read_batch_max: int,
+        read_bytes_max: int,
+    ) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.clock = clock
+        self.dedup_enabled = dedup_enabled
+        self._read_batch_max = read_batch_max
+        self._read_bytes_max = read_bytes_max
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self._pushed: dict[str, int] = {}  # producer name -> highest sequence id accepted
+        self._persisted: dict[str, int] = {}  # producer name -> highest sequence id stored
+        self._tail: dict[str, asyncio.Future[Position]] = {}
+        self.msg_in_counter = 0
+        self.bytes_in_counter = 0
+        self.closed = False
+        for cursor_name, cursor in ledger.cursors.items():
+            self.subscriptions[cursor_name] = self._new_subscription(cursor_name, cursor, durable=True)
+
+    @property
+    def partition(self) -> int:
+        return self.name.partition_index
+
+    def _new_subscription(self, name: str, cursor: Cursor, *, durable: bool) -> Subscription:
+        return Subscription(
+            name,
+            self.ledger,
+            cursor,
+            durable=durable,
+            read_batch_max=self._read_batch_max,
+            read_bytes_max=self._read_bytes_max,
+        )
+
+    # ---- producers -----------------------------------------------------------------------------------
+
+    def add_producer(self, producer: Producer) -> None:
+        existing = self.producers.get(producer.name)
+        if existing is not None and existing is not producer:
+            # a reconnecting producer (higher epoch) replaces its own dead or same-connection predecessor
+            successor = producer.epoch > existing.epoch and (
+                not existing.endpoint.is_open or existing.endpoint is producer.endpoint
+            )
+            if successor:
+                self.remove_producer(existing)
+            else:
+                raise ProducerBusy(f"Producer with name '{producer.name}' is already connected to topic")
+        self.producers[producer.name] = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        producer.closed = True
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return self._persisted.get(producer_name, -1) if self.dedup_enabled else -1
+
+    def publish(
+        self,
+        producer: Producer,
+        sequence_id: int,
+        highest_sequence_id: int | None,
+        num_messages: int,
+        entry: bytes,
+        metadata: proto.pb.MessageMetadata,
+    ) -> asyncio.Future[Position]:
+        """Append ``entry`` for ``producer``; the receipt (or error) goes out in SEND order."""
+        last_seq = highest_sequence_id if highest_sequence_id is not None else sequence_id + max(num_messages, 1) - 1
+        is_partial_chunk = metadata.HasField("chunk_id") and metadata.chunk_id < metadata.num_chunks_from_msg - 1
+        name = producer.name
+        if self.dedup_enabled and not is_partial_chunk and sequence_id <= self._pushed.get(name, -1):
+            return producer.track(sequence_id, highest_sequence_id, self._answer_duplicate(name, sequence_id))
+        if self.dedup_enabled and not is_partial_chunk:
+            self._pushed[name] = last_seq
+        work = self._append(name, last_seq, num_messages, entry, track=self.dedup_enabled and not is_partial_chunk)
+        future = asyncio.ensure_future(work)
+        if self.dedup_enabled:
+            self._tail[name] = future
+        producer.msg_in_counter += num_messages
+        producer.bytes_in_counter += len(entry)
+        return producer.track(sequence_id, highest_sequence_id, future)
+
+    async def _append(self, name: str, last_seq: int, num_messages: int, entry: bytes, *, track: bool) -> Position:
+        if self.closed:
+            raise NotAllowed(f"Topic {self.name} is closed")
+        try:
+            position = await self.ledger.add_entry(entry)
+        except (ManagedLedgerError, StorageError) as exc:
+            if track:
+                # a resend of this message must be accepted again, not taken for a duplicate
+                self._pushed[name] = self._persisted.get(name, -1)
+            raise PersistenceError(f"Failed to persist entry on {self.name}: {exc}") from exc
+        if track:
+            self._persisted[name] = max(self._persisted.get(name, -1), last_seq)
+            self._trim_dedup()
+        self.msg_in_counter += num_messages
+        self.bytes_in_counter += len(entry)
+        for sub in self.subscriptions.values():
+            sub.new_entries()
+        return position
+
+    async def _answer_duplicate(self, name: str, sequence_id: int) -> Position:
+        tail = self._tail.get(name)
+        if tail is not None and not tail.done():
+            await asyncio.wait([tail])
+        if sequence_id <= self._persisted.get(name, -1):
+            return DUPLICATE_POSITION
+        raise PersistenceError("The original of this resent message was not persisted; send it again")
+
+    def _trim_dedup(self) -> None:
+        while len(self._persisted) > DEDUP_PRODUCERS_MAX:
+            oldest = next(iter(self._persisted))
+            if oldest in self.producers:
+                break
+            del self._persisted[oldest]
+            self._pushed.pop(oldest, None)
+            self._tail.pop(oldest, None)
+
+    # ---- subscriptions -------------------------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        consumer: Consumer,
+        *,
+        durable: bool,
+        initial_position: InitialPosition,
+        start: Position | None,
+    ) -> Subscription:
+        name = consumer.subscription_name
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            if durable:
+                cursor = await self.ledger.open_cursor(name, initial_position)
+            else:
+                begin = start if start is not None else (
+                    self.ledger.first_position()
+                    if initial_position == InitialPosition.EARLIEST
+                    else self.ledger.next_valid_position(self.ledger.last_confirmed)
+                )
+                cursor = self.ledger.new_non_durable_cursor(begin, name)
+            sub = self._new_subscription(name, cursor, durable=durable)
+            self.subscriptions[name] = sub
+        elif not sub.durable and durable:
+            raise ConsumerBusy(f"Subscription {name!r} is a non-durable reader subscription")
+        try:
+            sub.add_consumer(consumer)
+        except BrokerError:
+            if not sub.consumers and not sub.durable:
+                del self.subscriptions[name]
+            raise
+        return sub
+
+    async def unsubscribe(self, consumer: Consumer) -> None:
+        sub = self.subscriptions.get(consumer.subscription_name)
+        if sub is None:
+            raise SubscriptionNotFound(f"Subscription {consumer.subscription_name!r} not found")
+        others = [c for c in sub.consumers if c is not consumer]
+        if others:
+            raise ConsumerBusy("Subscription has other connected consumers")
+        sub.remove_consumer(consumer)
+        await sub.close()
+        del self.subscriptions[sub.name]
+        if sub.durable:
+            await self.ledger.delete_cursor(sub.name)
+
+    async def remove_consumer(self, consumer: Consumer) -> None:
+        sub = self.subscriptions.get(consumer.subscription_name)
+        if sub is None:
+            return
+        sub.remove_consumer(consumer)
+        if not sub.durable and not sub.consumers:
+            await sub.close()
+            if self.subscriptions.get(sub.name) is sub:
+                del self.subscriptions[sub.name]
+
+    # ---- queries -------------------------------------------------------------------------------------
+
+    async def last_message_id(self) -> tuple[Position, int]:
+        """The last entry's position and the batch index of its last message (-1 when unbatched)."""
+        last = self.ledger.last_confirmed
+        if last.entry_id < 0:
+            return last, -1
+        entry = await self.ledger.read_entry(last)
+        meta = proto.parse_entry_metadata(entry.data)
+        if meta.HasField("num_messages_in_batch"):
+            return last, max(meta.num_messages_in_batch, 1) - 1
+        return last, -1
+
+    async def position_for_publish_time(self, publish_time_ms: int) -> Position:
+        """The first entry published at or after ``publish_time_ms`` (past the end if none)."""
+        for summary in self.ledger.ledgers():
+            if summary.entries <= 0:
+                continue
+            last = Position(summary.ledger_id, summary.entries - 1)
+            if await self._publish_time(last) < publish_time_ms:
+                continue
+            low, high = 0, summary.entries - 1
+            while low < high:  # binary search: at most log2(entries) reads
+                middle = (low + high) // 2
+                if await self._publish_time(Position(summary.ledger_id, middle)) >= publish_time_ms:
+                    high = middle
+                else:
+                    low = middle + 1
+            return Position(summary.ledger_id, low)
+        return self.ledger.next_valid_position(self.ledger.last_confirmed)
+
+    async def _publish_time(self, position: Position) -> int:
+        entry = await self.ledger.read_entry(position)
+        return int(proto.parse_entry_metadata(entry.data).publish_time)
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.ledger.properties
+
+    async def close(self) -> None:
+        self.closed = True
+        for sub in list(self.subscriptions.values()):
+            await sub.close()
+        await self.ledger.close()

@@ -1,0 +1,73 @@
+"""The ``magnetar`` command line: ``magnetar standalone`` (more verbs join as their issues land)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import sys
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+
+from magnetar import __version__
+from magnetar.config import ConfigError, build_settings, parse_overrides, read_file
+from magnetar.server.standalone import StandaloneSettings, run_standalone
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="magnetar", description="A broker that speaks Pulsar's protocol.")
+    parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    sa = verbs.add_parser("standalone", help="run one broker with embedded storage and metadata")
+    sa.add_argument("--data-dir", type=Path, default=Path("data"), help="where data lives (default ./data)")
+    sa.add_argument("--broker-port", type=int, default=None, help="binary protocol port (default 6650)")
+    sa.add_argument("--web-port", type=int, default=None, help="HTTP port for /metrics (default 8080)")
+    sa.add_argument("--bind-address", default=None, help="address to listen on (default 0.0.0.0)")
+    sa.add_argument("--config", type=Path, default=None, help="magnetar.conf (properties or .toml)")
+    sa.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a setting by its broker.conf name, e.g. --set journalSyncData=false")
+    sa.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return parser
+
+
+def _standalone_settings(args: argparse.Namespace) -> StandaloneSettings:
+    values: dict[str, str] = {}
+    if args.config is not None:
+        values.update(read_file(args.config))
+    values.update(parse_overrides(args.set))
+    settings = build_settings(values, StandaloneSettings(data_dir=args.data_dir))
+    flags = {"broker_port": args.broker_port, "web_port": args.web_port, "bind_address": args.bind_address}
+    return dataclasses.replace(settings, **{k: v for k, v in flags.items() if v is not None})
+
+
+def _run(main_coroutine: Coroutine[object, object, None]) -> None:
+    """Run on uvloop when it is installed (faster), else on asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main_coroutine)
+    else:
+        uvloop.run(main_coroutine)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.verb == "standalone":
+        try:
+            settings = _standalone_settings(args)
+        except ConfigError as exc:
+            print(f"magnetar: {exc}", file=sys.stderr)
+            return 2
+        _run(run_standalone(settings))
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Settings from a ``magnetar.conf`` file (Java properties or TOML) and ``--set key=value`` flags.
+
+Keys are Pulsar's ``broker.conf`` names, so operators find what they know. Unknown keys are reported and
+ignored (a full Pulsar broker.conf can be used as it is); a bad value is an error naming the key.
+Only this module and ``cli.py`` read files or the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from magnetar.broker.config import MIB, BrokerConfig
+from magnetar.ledger.api import ManagedLedgerConfig
+from magnetar.server.standalone import StandaloneSettings
+
+log = logging.getLogger("magnetar.config")
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _int(text: str) -> int:
+    return int(text.strip())
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+# key -> (section, field, parse, scale)
+_KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
+    "bindAddress": ("settings", "bind_address", _str, 1),
+    "brokerServicePort": ("settings", "broker_port", _int, 1),
+    "webServicePort": ("settings", "web_port", _int, 1),
+    "journalSyncData": ("settings", "journal_sync_data", _bool, 1),
+    "clusterName": ("broker", "cluster_name", _str, 1),
+    "advertisedAddress": ("broker", "advertised_address", _str, 1),
+    "maxMessageSize": ("broker", "max_message_size", _int, 1),
+    "allowAutoTopicCreation": ("broker", "allow_auto_topic_creation", _bool, 1),
+    "allowAutoTopicCreationType": (
+        "broker", "allow_auto_topic_creation_type", _choice("non-partitioned", "partitioned"), 1,
+    ),
+    "defaultNumPartitions": ("broker", "default_num_partitions", _int, 1),
+    "brokerDeduplicationEnabled": ("broker", "broker_deduplication_enabled", _bool, 1),
+    "keepAliveIntervalSeconds": ("broker", "keep_alive_interval_seconds", _int, 1),
+    "dispatcherMaxReadBatchSize": ("broker", "dispatcher_max_read_batch_size", _int, 1),
+    "dispatcherMaxReadSizeBytes": ("broker", "dispatcher_max_read_size_bytes", _int, 1),
+    "maxPendingPublishRequestsPerConnection": ("broker", "max_pending_publish_requests_per_connection", _int, 1),
+    "managedLedgerMaxEntriesPerLedger": ("ledger", "max_entries_per_ledger", _int, 1),
+    "managedLedgerMaxSizePerLedgerMbytes": ("ledger", "max_size_per_ledger_bytes", _int, MIB),
+    "managedLedgerMaxLedgerRolloverTimeMinutes": ("ledger", "max_ledger_rollover_time_ms", _int, 60_000),
+    "managedLedgerMinLedgerRolloverTimeMinutes": ("ledger", "min_ledger_rollover_time_ms", _int, 60_000),
+    "managedLedgerMaxUnackedRangesToPersist": ("ledger", "max_unacked_ranges_to_persist", _int, 1),
+    "managedLedgerCursorPersistIntervalMs": ("ledger", "cursor_persist_interval_ms", _int, 1),
+}
+
+
+def known_keys() -> list[str]:
+    return sorted(_KEYS)
+
+
+def read_file(path: Path) -> dict[str, str]:
+    """Key/value pairs of a properties file (``key=value``, ``#`` comments) or a TOML file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in data.items()}
+    pairs: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {raw!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        pairs[key.strip()] = value
+    return pairs
+
+
+def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = None) -> StandaloneSettings:
+    """Apply Pulsar-named ``values`` on top of ``base`` (defaults when None)."""
+    base = base or StandaloneSettings()
+    changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}}
+    for key, text in values.items():
+        if key not in _KEYS:
+            if text != "":
+                log.warning("ignoring unknown configuration key %r", key)
+            continue
+        section, name, parse, scale = _KEYS[key]
+        if text.strip() == "" and name == "advertised_address":
+            changes[section][name] = None
+            continue
+        try:
+            value = parse(text)
+        except ValueError as exc:
+            raise ConfigError(f"bad value for {key}: {exc}") from exc
+        changes[section][name] = value * scale if scale != 1 else value
+    ledger: ManagedLedgerConfig = dataclasses.replace(base.broker.managed_ledger, **changes["ledger"])
+    broker: BrokerConfig = dataclasses.replace(base.broker, managed_ledger=ledger, **changes["broker"])
+    return dataclasses.replace(base, broker=broker, **changes["settings"])

@@ -1,0 +1,195 @@
+"""Consumer commands: SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, SEEK, UNSUBSCRIBE,
+CLOSE_CONSUMER, GET_LAST_MESSAGE_ID.
+
+Commands for a consumer id this connection does not know are ignored (FLOW, ACK, REDELIVER have no reply)
+or answered with an error (those with a request id): a confused client never harms anyone else.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar import protocol as proto
+from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.errors import ConsumerBusy, ConsumerNotFound, NotAllowed
+from magnetar.broker.names import TopicName
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.topic import PersistentTopic
+from magnetar.ledger.api import InitialPosition, Position
+
+if TYPE_CHECKING:
+    from magnetar.server.connection import ServerConnection
+    from magnetar.server.handlers import Handler
+
+T = proto.pb.BaseCommand
+SUBSCRIPTION_NAME_CHARS_MAX = 1024
+
+
+def _position(mid: proto.pb.MessageIdData) -> Position:
+    return Position(proto.ids.signed(mid.ledgerId), proto.ids.signed(mid.entryId))
+
+
+def _start_position(topic: PersistentTopic, mid: proto.pb.MessageIdData) -> Position:
+    """Where a reader (or a seek) starts: the given entry itself, or the sentinels' ends."""
+    ledger = topic.ledger
+    if proto.ids.is_earliest(mid):
+        return ledger.next_valid_position(ledger.first_position())
+    if proto.ids.is_latest(mid):
+        return ledger.next_valid_position(ledger.last_confirmed)
+    pos = _position(mid)
+    if pos.ledger_id < 0 or pos.entry_id < 0:
+        return ledger.next_valid_position(ledger.first_position())
+    return pos
+
+
+def _found(conn: ServerConnection, consumer_id: int) -> tuple[Consumer, PersistentTopic, Subscription] | None:
+    consumer = conn.consumers.get(consumer_id)
+    if consumer is None:
+        return None
+    topic = conn.broker.topics.get(consumer.topic_name)
+    if topic is None:
+        return None
+    sub = topic.subscriptions.get(consumer.subscription_name)
+    if sub is None:
+        return None
+    return consumer, topic, sub
+
+
+def _required(conn: ServerConnection, consumer_id: int) -> tuple[Consumer, PersistentTopic, Subscription]:
+    found = _found(conn, consumer_id)
+    if found is None:
+        raise ConsumerNotFound(f"Consumer {consumer_id} not found on this connection")
+    return found
+
+
+async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.subscribe
+    if req.consumer_id in conn.consumers:
+        existing = conn.consumers[req.consumer_id]
+        if existing.subscription_name == req.subscription:
+            conn.send_frame(proto.encode_command(proto.commands.success(req.request_id)))
+            return
+        raise ConsumerBusy(f"Consumer id {req.consumer_id} is already used on this connection")
+    if not req.subscription or len(req.subscription) > SUBSCRIPTION_NAME_CHARS_MAX:
+        raise NotAllowed("Invalid subscription name")
+    if req.subType not in SubType.LABELS:
+        raise NotAllowed(f"Unknown subscription type {req.subType}")
+    topic_name = TopicName.parse(req.topic)
+    create = req.force_topic_creation if req.HasField("force_topic_creation") else True
+    topic = await conn.broker.get_topic(topic_name, create=create)
+    durable = req.durable if req.HasField("durable") else True
+    start = _start_position(topic, req.start_message_id) if req.HasField("start_message_id") else None
+    initial = InitialPosition.EARLIEST if req.initialPosition == 1 else InitialPosition.LATEST
+    consumer = Consumer(
+        endpoint=conn,
+        consumer_id=req.consumer_id,
+        name=req.consumer_name,
+        topic_name=str(topic_name),
+        subscription_name=req.subscription,
+        sub_type=req.subType,
+        priority_level=req.priority_level,
+        partition=topic_name.partition_index,
+        created_ms=conn.clock.now_ms(),
+        metadata={kv.key: kv.value for kv in req.metadata},
+        max_permits=conn.broker.config.max_consumer_permits,
+    )
+    if not conn.is_open or req.consumer_id in conn.consumers:
+        raise ConsumerBusy("Connection closed or consumer id reused while subscribing")
+    sub = await topic.subscribe(consumer, durable=durable, initial_position=initial, start=start)
+    sub.replicated = sub.replicated or req.replicate_subscription_state
+    if not conn.is_open:
+        await topic.remove_consumer(consumer)
+        return
+    conn.consumers[req.consumer_id] = consumer
+    conn.send_frame(proto.encode_command(proto.commands.success(req.request_id)))
+
+
+def on_flow(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    found = _found(conn, cmd.flow.consumer_id)
+    if found is not None:
+        consumer, _topic, sub = found
+        sub.flow(consumer, cmd.flow.messagePermits)
+
+
+def on_ack(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.ack
+    found = _found(conn, req.consumer_id)
+    if found is not None:
+        consumer, _topic, sub = found
+        sub.acknowledge(consumer, req.ack_type, list(req.message_id))
+    if req.HasField("request_id"):
+        conn.send_frame(proto.encode_command(proto.commands.ack_response(req.consumer_id, req.request_id)))
+
+
+def on_redeliver(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.redeliverUnacknowledgedMessages
+    found = _found(conn, req.consumer_id)
+    if found is not None:
+        consumer, _topic, sub = found
+        sub.redeliver(consumer, list(req.message_ids))
+
+
+async def on_close_consumer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    from magnetar.server.connection import detach_consumer
+
+    req = cmd.close_consumer
+    consumer = conn.consumers.get(req.consumer_id)
+    if consumer is not None:
+        await detach_consumer(conn, consumer)
+    conn.send_frame(proto.encode_command(proto.commands.success(req.request_id)))
+
+
+async def on_unsubscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.unsubscribe
+    consumer, topic, _sub = _required(conn, req.consumer_id)
+    await topic.unsubscribe(consumer)
+    conn.consumers.pop(req.consumer_id, None)
+    conn.send_frame(proto.encode_command(proto.commands.success(req.request_id)))
+
+
+async def on_seek(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.seek
+    _consumer, topic, sub = _required(conn, req.consumer_id)
+    if req.HasField("message_id"):
+        position = _start_position(topic, req.message_id)
+    elif req.HasField("message_publish_time"):
+        position = await topic.position_for_publish_time(req.message_publish_time)
+    else:
+        raise NotAllowed("SEEK needs a message id or a publish time")
+    to_close = await sub.reset(position)
+    for c in to_close:
+        # the client reconnects each consumer with the same id and reads from the new position
+        c.endpoint.send_frame(proto.encode_command(proto.commands.close_consumer(c.consumer_id, -1)))
+        await topic.remove_consumer(c)
+        c.endpoint.forget_consumer(c.consumer_id)
+    conn.send_frame(proto.encode_command(proto.commands.success(req.request_id)))
+
+
+async def on_get_last_message_id(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.getLastMessageId
+    consumer, topic, sub = _required(conn, req.consumer_id)
+    last, batch_index = await topic.last_message_id()
+    mark_delete = sub.cursor.mark_delete_position
+    conn.send_frame(
+        proto.encode_command(
+            proto.commands.get_last_message_id_response(
+                req.request_id,
+                proto.ids.message_id(
+                    last.ledger_id, last.entry_id, partition=consumer.partition, batch_index=batch_index
+                ),
+                proto.ids.message_id(mark_delete.ledger_id, mark_delete.entry_id),
+            )
+        )
+    )
+
+
+HANDLERS: dict[int, Handler] = {
+    T.SUBSCRIBE: on_subscribe,
+    T.FLOW: on_flow,
+    T.ACK: on_ack,
+    T.REDELIVER_UNACKNOWLEDGED_MESSAGES: on_redeliver,
+    T.CLOSE_CONSUMER: on_close_consumer,
+    T.UNSUBSCRIBE: on_unsubscribe,
+    T.SEEK: on_seek,
+    T.GET_LAST_MESSAGE_ID: on_get_last_message_id,
+}

@@ -1,0 +1,86 @@
+"""Discovery commands: PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE, GET_SCHEMA.
+
+A single broker owns every topic, so LOOKUP answers Connect with this broker's URL, spelled as the client
+reached it when possible (a different spelling makes the client open a second connection, facts §2.7).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING
+
+from magnetar import protocol as proto
+from magnetar.broker.errors import TOPIC_NOT_FOUND, BrokerError
+from magnetar.broker.names import NamespaceName, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.server.connection import ServerConnection
+    from magnetar.server.handlers import Handler
+
+T = proto.pb.BaseCommand
+
+
+def broker_url(conn: ServerConnection) -> str:
+    host, port = conn.local_address[0], conn.local_address[1]
+    advertised = conn.broker.config.advertised_address
+    if advertised:
+        host = advertised
+    else:
+        try:
+            if ipaddress.ip_address(host).is_loopback:
+                host = "localhost"
+        except ValueError:
+            pass
+        if ":" in host:
+            host = f"[{host}]"
+    return f"pulsar://{host}:{port}"
+
+
+async def on_partitioned_metadata(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.partitionMetadata
+    try:
+        topic = TopicName.parse(req.topic)
+        meta = await conn.broker.partitioned_metadata(topic)
+    except BrokerError as exc:
+        failure = proto.commands.partitioned_metadata_failure(req.request_id, exc.server_error, str(exc))
+        conn.send_frame(proto.encode_command(failure))
+        return
+    conn.send_frame(proto.encode_command(proto.commands.partitioned_metadata_response(req.request_id, meta.partitions)))
+
+
+async def on_lookup(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.lookupTopic
+    try:
+        topic = TopicName.parse(req.topic)
+        if not await conn.broker.namespace_exists(topic.namespace_name):
+            raise BrokerError(f"Namespace {topic.namespace_name} does not exist")
+    except BrokerError as exc:
+        code = exc.server_error if exc.server_error else TOPIC_NOT_FOUND
+        conn.send_frame(proto.encode_command(proto.commands.lookup_failure(req.request_id, code, str(exc))))
+        return
+    conn.send_frame(proto.encode_command(proto.commands.lookup_response(req.request_id, broker_url(conn))))
+
+
+async def on_get_topics(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.getTopicsOfNamespace
+    ns = NamespaceName.parse(req.namespace)
+    mode = req.mode if req.HasField("mode") else 0
+    topics = [] if mode == 1 else await conn.broker.list_topics(ns)
+    conn.send_frame(proto.encode_command(proto.commands.get_topics_of_namespace_response(req.request_id, topics)))
+
+
+def on_get_schema(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.getSchema
+    conn.send_frame(
+        proto.encode_command(
+            proto.commands.get_schema_response_error(req.request_id, TOPIC_NOT_FOUND, "Topic has no schema")
+        )
+    )
+
+
+HANDLERS: dict[int, Handler] = {
+    T.PARTITIONED_METADATA: on_partitioned_metadata,
+    T.LOOKUP: on_lookup,
+    T.GET_TOPICS_OF_NAMESPACE: on_get_topics,
+    T.GET_SCHEMA: on_get_schema,
+}

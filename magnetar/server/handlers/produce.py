@@ -1,0 +1,107 @@
+"""Producer commands: PRODUCER, SEND, CLOSE_PRODUCER."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar import protocol as proto
+from magnetar.broker.errors import ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
+from magnetar.broker.names import TopicName
+from magnetar.broker.producer import AccessMode, Producer
+from magnetar.ledger.api import Position
+
+if TYPE_CHECKING:
+    from magnetar.server.connection import ServerConnection
+    from magnetar.server.handlers import Handler
+
+T = proto.pb.BaseCommand
+
+
+async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    req = cmd.producer
+    existing = conn.producers.get(req.producer_id)
+    if existing is not None:
+        if existing.topic_name != str(TopicName.parse(req.topic)):
+            raise ProducerBusy(f"Producer id {req.producer_id} is already used on this connection")
+        conn.send_frame(
+            proto.encode_command(proto.commands.producer_success(req.request_id, existing.name, -1))
+        )
+        return
+    topic_name = TopicName.parse(req.topic)
+    topic = await conn.broker.get_topic(topic_name, create=True)
+    mode = AccessMode(req.producer_access_mode) if req.HasField("producer_access_mode") else AccessMode.SHARED
+    if mode is not AccessMode.SHARED:
+        raise NotAllowed(f"producer access mode {mode.label} is not supported by magnetar yet")
+    if not conn.is_open:
+        return
+    name = req.producer_name if req.HasField("producer_name") and req.producer_name else conn.broker.new_producer_name()
+    producer = Producer(
+        endpoint=conn,
+        producer_id=req.producer_id,
+        name=name,
+        topic_name=str(topic_name),
+        partition=topic_name.partition_index,
+        epoch=req.epoch,
+        access_mode=mode,
+        user_provided_name=req.user_provided_producer_name,
+        created_ms=conn.clock.now_ms(),
+        metadata={kv.key: kv.value for kv in req.metadata},
+    )
+    if req.producer_id in conn.producers:
+        raise ProducerBusy(f"Producer id {req.producer_id} is already used on this connection")
+    topic.add_producer(producer)
+    conn.producers[req.producer_id] = producer
+    last_seq = topic.last_sequence_id(name)
+    conn.send_frame(proto.encode_command(proto.commands.producer_success(req.request_id, name, last_seq)))
+
+
+def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryview | None) -> None:
+    req = cmd.send
+    if payload is None:
+        raise proto.MalformedFrame("SEND without a payload")
+    producer = conn.producers.get(req.producer_id)
+    highest = req.highest_sequence_id if req.HasField("highest_sequence_id") else None
+    if producer is None:
+        _fail(conn, req.producer_id, req.sequence_id, NotAllowed("Producer is not connected"))
+        return
+    topic = conn.broker.topics.get(producer.topic_name)
+    if topic is None or producer.closed:
+        producer.track(req.sequence_id, highest, _failed(ServiceNotReady("Producer is closed")))
+        return
+    try:
+        parsed = proto.parse_send_payload(payload)
+    except proto.ChecksumMismatch as exc:
+        producer.track(req.sequence_id, highest, _failed(ChecksumError(str(exc))))
+        return
+    num_messages = req.num_messages if req.HasField("num_messages") else 1
+    conn.publish_started()
+    future = topic.publish(producer, req.sequence_id, highest, num_messages, parsed.entry, parsed.metadata)
+    future.add_done_callback(conn.publish_finished)
+
+
+async def _failed(exc: Exception) -> Position:
+    raise exc
+
+
+def _fail(conn: ServerConnection, producer_id: int, sequence_id: int, exc: NotAllowed) -> None:
+    cmd = proto.commands.send_error(producer_id, sequence_id, exc.server_error, str(exc))
+    conn.send_frame(proto.encode_command(cmd))
+
+
+async def on_close_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    from magnetar.server.connection import detach_producer
+
+    req = cmd.close_producer
+    producer = conn.producers.get(req.producer_id)
+    if producer is not None:
+        producer.closed = True
+        await producer.wait_pending()
+        await detach_producer(conn, producer)
+    conn.send_frame(proto.encode_command(proto.commands.success(req.request_id)))
+
+
+HANDLERS: dict[int, Handler] = {
+    T.PRODUCER: on_producer,
+    T.SEND: on_send,
+    T.CLOSE_PRODUCER: on_close_producer,
+}

@@ -1,0 +1,40 @@
+"""Session commands: CONNECT/CONNECTED and PING/PONG."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar import __version__
+from magnetar import protocol as proto
+
+if TYPE_CHECKING:
+    from magnetar.server.connection import ServerConnection
+    from magnetar.server.handlers import Handler
+
+T = proto.pb.BaseCommand
+SERVER_VERSION = f"magnetar {__version__}"
+PROTOCOL_VERSION_MAX = 20
+
+
+def on_connect(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    from magnetar.server.connection import State
+
+    if conn.state is not State.AWAITING_CONNECT:
+        raise proto.MalformedFrame("CONNECT received twice on one connection")
+    c = cmd.connect
+    version = min(c.protocol_version if c.HasField("protocol_version") else 0, PROTOCOL_VERSION_MAX)
+    conn.handshake_done(c.client_version, version)
+    conn.send_frame(
+        proto.encode_command(proto.commands.connected(SERVER_VERSION, version, conn.max_message_size))
+    )
+
+
+def on_ping(conn: ServerConnection, _cmd: proto.pb.BaseCommand, _p: memoryview | None) -> None:
+    conn.send_frame(proto.encode_command(proto.commands.pong()))
+
+
+def on_pong(_conn: ServerConnection, _cmd: proto.pb.BaseCommand, _p: memoryview | None) -> None:
+    return None  # any frame already cleared the outstanding ping
+
+
+HANDLERS: dict[int, Handler] = {T.CONNECT: on_connect, T.PING: on_ping, T.PONG: on_pong}

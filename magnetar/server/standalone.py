@@ -1,0 +1,132 @@
+"""``magnetar standalone``: one process with embedded storage and metadata, the binary protocol server
+and the HTTP server, stopped cleanly by SIGTERM or SIGINT.
+
+This module assembles the layers; it holds no broker logic of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.service import BrokerService
+from magnetar.clock import SystemClock
+from magnetar.ledger.factory import LedgerFactory
+from magnetar.metadata.api import MetadataStore
+from magnetar.metadata.sqlite import SqliteMetadataStore
+from magnetar.server.connection import ServerConnection
+from magnetar.server.handlers import dispatch_table
+from magnetar.server.web import web_app
+from magnetar.storage.api import LedgerStore
+from magnetar.storage.embedded import EmbeddedLedgerStore
+
+log = logging.getLogger("magnetar.standalone")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StandaloneSettings:
+    data_dir: Path = Path("data")
+    bind_address: str = "0.0.0.0"
+    broker_port: int = 6650
+    web_port: int = 8080
+    journal_sync_data: bool = True
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+
+
+class Standalone:
+    """The running process's parts; ``start`` then ``stop``."""
+
+    def __init__(
+        self,
+        settings: StandaloneSettings,
+        *,
+        metadata: MetadataStore | None = None,
+        store: LedgerStore | None = None,
+    ) -> None:
+        """``metadata`` and ``store`` replace the embedded SQLite and file stores (component tests)."""
+        self.settings = settings
+        self._given_metadata = metadata
+        self._given_store = store
+        self.clock = SystemClock()
+        self._connections: set[ServerConnection] = set()
+        self._connection_tasks: set[asyncio.Task[None]] = set()
+        self.broker_port = settings.broker_port
+        self.web_port = settings.web_port
+
+    async def start(self) -> None:
+        s = self.settings
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        log.info("opening metadata store %s", s.data_dir / "metadata.db")
+        self.metadata = self._given_metadata or SqliteMetadataStore(s.data_dir / "metadata.db")
+        log.info("recovering ledger store %s (journalSyncData=%s)", s.data_dir / "ledgers", s.journal_sync_data)
+        self.store = self._given_store or await EmbeddedLedgerStore.open(
+            s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data
+        )
+        self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock)
+        self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock)
+        await self.broker.start()
+        names = await self.ledgers.list_names()
+        log.info("recovery done: %d topics on disk", len(names))
+        handlers = dispatch_table()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            conn = ServerConnection(reader, writer, self.broker, handlers, self.clock)
+            self._connections.add(conn)
+            task = asyncio.current_task()
+            if task is not None:
+                self._connection_tasks.add(task)
+            try:
+                await conn.run()
+            finally:
+                self._connections.discard(conn)
+                if task is not None:
+                    self._connection_tasks.discard(task)
+
+        self.server = await asyncio.start_server(serve, s.bind_address, s.broker_port, limit=1024 * 1024)
+        self.broker_port = self.server.sockets[0].getsockname()[1]
+        self.runner = web.AppRunner(web_app(self.broker), access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, s.bind_address, s.web_port)
+        await site.start()
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            self.web_port = server.sockets[0].getsockname()[1]
+        log.info(
+            "magnetar standalone ready: broker pulsar://%s:%d web http://%s:%d",
+            s.bind_address, self.broker_port, s.bind_address, self.web_port,
+        )
+
+    async def stop(self) -> None:
+        log.info("stopping: closing %d connections", len(self._connections))
+        self.server.close()
+        for conn in list(self._connections):
+            await conn.close()
+        for task in list(self._connection_tasks):
+            task.cancel()
+        await self.runner.cleanup()
+        await self.broker.close()
+        await self.ledgers.close()
+        await self.store.close()
+        await self.metadata.close()
+        log.info("stopped cleanly")
+
+
+async def run_standalone(settings: StandaloneSettings) -> None:
+    standalone = Standalone(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await standalone.start()
+    try:
+        await stop.wait()
+    finally:
+        await standalone.stop()
