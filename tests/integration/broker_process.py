@@ -1,0 +1,93 @@
+"""Start and stop the real ``magnetar standalone`` process for integration tests.
+
+The process binds port 0 and logs its real ports in its ready line; we wait for that line (bounded),
+never on sleeps. Its log is drained in a thread and kept so tests can assert on it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+READY = re.compile(r"ready: broker pulsar://[^:]+:(\d+) web http://[^:]+:(\d+)")
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, *, extra_args: tuple[str, ...] = ()) -> None:
+        self.data_dir = data_dir
+        self.extra_args = extra_args
+        self.proc: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.web_port = 0
+        self.log_lines: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+
+    @property
+    def url(self) -> str:
+        return f"pulsar://localhost:{self.port}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    def start(self) -> BrokerProcess:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        cmd = [
+            sys.executable, "-m", "magnetar.cli", "standalone",
+            "--data-dir", str(self.data_dir),
+            "--bind-address", "127.0.0.1",
+            "--broker-port", str(self.port), "--web-port", str(self.web_port),
+            *self.extra_args,
+        ]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
+        self._lines = queue.Queue()
+        threading.Thread(target=self._drain, args=(self.proc, self._lines), daemon=True).start()
+        while True:
+            try:
+                line = self._lines.get(timeout=START_TIMEOUT_S)
+            except queue.Empty:
+                self.kill()
+                raise RuntimeError("magnetar standalone did not become ready:\n" + "".join(self.log_lines)) from None
+            if line is None:
+                raise RuntimeError("magnetar standalone exited during start:\n" + "".join(self.log_lines))
+            match = READY.search(line)
+            if match:
+                self.port, self.web_port = int(match.group(1)), int(match.group(2))
+                return self
+
+    def _drain(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self.log_lines.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    def stop(self) -> int:
+        """SIGTERM and wait for a clean exit; returns the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self) -> BrokerProcess:
+        """Graceful stop, then start on the same ports and data."""
+        self.stop()
+        return self.start()
+
+    def log_text(self) -> str:
+        return "".join(self.log_lines)
