@@ -65,9 +65,7 @@ def _key_values(values: Mapping[str, str] | None) -> list[pb.KeyValue]:
     return [pb.KeyValue(key=k, value=v) for k, v in (values or {}).items()]
 
 
-def _set_txn(
-    sub: pb.CommandSend | pb.CommandAck | pb.CommandAckResponse, txnid: tuple[int, int] | None
-) -> None:
+def _set_txn(sub: pb.CommandSend | pb.CommandAck | pb.CommandAckResponse, txnid: tuple[int, int] | None) -> None:
     if txnid is not None:
         sub.txnid_most_bits, sub.txnid_least_bits = txnid
 
@@ -98,9 +96,7 @@ def connect(
     return cmd
 
 
-def connected(
-    server_version: str, protocol_version: int, max_message_size: int | None = None
-) -> pb.BaseCommand:
+def connected(server_version: str, protocol_version: int, max_message_size: int | None = None) -> pb.BaseCommand:
     cmd = T(type=T.CONNECTED)
     c = cmd.connected
     c.server_version = server_version
@@ -171,9 +167,7 @@ def partitioned_metadata_failure(request_id: int, code: int, message: str) -> pb
     return cmd
 
 
-def lookup(
-    topic: str, request_id: int, *, authoritative: bool = False, listener_name: str = ""
-) -> pb.BaseCommand:
+def lookup(topic: str, request_id: int, *, authoritative: bool = False, listener_name: str = "") -> pb.BaseCommand:
     cmd = T(type=T.LOOKUP)
     q = cmd.lookupTopic
     q.topic = topic
@@ -381,9 +375,7 @@ def send_error(producer_id: int, sequence_id: int, code: int, message: str) -> p
     return cmd
 
 
-def close_producer(
-    producer_id: int, request_id: int, *, assigned_broker_url: str | None = None
-) -> pb.BaseCommand:
+def close_producer(producer_id: int, request_id: int, *, assigned_broker_url: str | None = None) -> pb.BaseCommand:
     cmd = T(type=T.CLOSE_PRODUCER)
     c = cmd.close_producer
     c.producer_id = producer_id
@@ -546,9 +538,7 @@ def unsubscribe(consumer_id: int, request_id: int) -> pb.BaseCommand:
     return cmd
 
 
-def close_consumer(
-    consumer_id: int, request_id: int, *, assigned_broker_url: str | None = None
-) -> pb.BaseCommand:
+def close_consumer(consumer_id: int, request_id: int, *, assigned_broker_url: str | None = None) -> pb.BaseCommand:
     cmd = T(type=T.CLOSE_CONSUMER)
     c = cmd.close_consumer
     c.consumer_id = consumer_id
