@@ -11,9 +11,11 @@ from magnetar.storage.api import (
     StorageIOError,
     StoreClosed,
 )
+from magnetar.storage.embedded import EmbeddedLedgerStore
 from magnetar.storage.memory import MemoryLedgerStore
 
 __all__ = [
+    "EmbeddedLedgerStore",
     "EntryCorrupted",
     "EntryNotFound",
     "LedgerInfo",

@@ -1,0 +1,370 @@
+"""The embedded ledger store: one append-only data file per ledger, group commit, recovery at open.
+
+On disk (details in ``_files`` and ``_format``)::
+
+    <dir>/ledgers/<id>.log    records [u32 length][u32 crc32c(data)][u32 crc32c(header)][data]
+    <dir>/ledgers/<id>.meta   JSON sidecar (id, created_ms, custom metadata, sealed, sealed_entries),
+                              replaced atomically; the ledger exists iff its sidecar does
+    <dir>/next_ledger_id      written before a delete, so ids are never reused across restarts
+
+Appends write their record at once, in call order (so concurrent appends to one ledger get consecutive
+ids), then wait for a group-commit round (``_group_commit``) unless ``journal_sync_data`` is False; at most
+``pending_appends_max`` appends are in flight, later ones wait for room (back-pressure). Only entries
+whose append completed are visible to ``read`` and ``info``. Reads use an in-memory index of record
+offsets, rebuilt at open by a scan that cuts torn tails; every read verifies the checksums.
+
+Disk errors: a failed write cuts the partial record back off and raises StorageIOError; a failed fsync
+cuts the file back to its last durable entry and fails every append after it. If cutting back fails too,
+the ledger is sealed at its last durable entry (in memory at once, in the sidecar on the next ``seal``
+or at ``close``; recovery drops records past a sealed count). The store keeps serving other ledgers.
+
+Reads, writes and the scan use plain blocking calls on the event loop (page-cache fast); fsyncs and
+small-file replacement run in worker threads. This module knows nothing of topics, cursors or the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from magnetar.clock import Clock, SystemClock
+from magnetar.storage import _files, _format, _rules
+from magnetar.storage._group_commit import GroupCommit, SyncTarget
+from magnetar.storage._rules import LedgerState
+from magnetar.storage.api import (
+    LedgerInfo,
+    LedgerNotFound,
+    LedgerStore,
+    StorageError,
+    StorageIOError,
+    StoreClosed,
+)
+
+logger = logging.getLogger("magnetar.storage")
+
+#: Appends written but not yet completed, across all ledgers; more wait for room.
+PENDING_APPENDS_MAX = 4096
+
+Write = Callable[[int, memoryview], int]
+
+
+class _LedgerFile:
+    """One ledger: its data file, the offsets of its records, how much of it is durable."""
+
+    def __init__(self, sidecar: _files.Sidecar, fd: int, offsets: array[int], end: int, write: Write) -> None:
+        self.ledger_id = sidecar.ledger_id
+        self.created_ms = sidecar.created_ms
+        self.custom_metadata = dict(sidecar.custom_metadata)
+        self.state = LedgerState.SEALED if sidecar.sealed else LedgerState.OPEN
+        self.sealed_durable = sidecar.sealed
+        self.fd: int | None = fd
+        self.offsets = offsets
+        self.written_end = end
+        self.confirmed = len(offsets)
+        self.confirmed_end = end
+        self.lock = asyncio.Lock()
+        self.cut_back_failed = False
+        self._write = write
+
+    def transition_to(self, target: LedgerState) -> None:
+        _rules.check_transition(self.ledger_id, self.state, target)
+        self.state = target
+
+    def sync_snapshot(self) -> tuple[int, int, int] | None:
+        if self.fd is None:
+            return None
+        return self.fd, len(self.offsets), self.written_end
+
+    def confirm(self, entries: int, end: int) -> None:
+        if entries > self.confirmed:
+            self.confirmed, self.confirmed_end = entries, end
+
+    def _fd(self) -> int:
+        if self.fd is None:
+            raise StorageIOError(f"ledger {self.ledger_id}: file is closed", ledger_id=self.ledger_id)
+        return self.fd
+
+    def write_record(self, record: bytes) -> int:
+        """Write one record at the end; on failure cut it back off (OSError propagates either way)."""
+        fd, start = self._fd(), self.written_end
+        view = memoryview(record)
+        try:
+            while view:  # bounded: each turn writes at least one byte or raises
+                written = self._write(fd, view)
+                if written <= 0:
+                    raise OSError(f"write returned {written}")
+                view = view[written:]
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                self.cut_back_failed = True  # the caller seals the ledger
+            raise
+        self.offsets.append(start)
+        self.written_end = start + len(record)
+        return len(self.offsets) - 1
+
+    def cut_back(self) -> None:
+        """Drop everything written after the last durable entry."""
+        os.ftruncate(self._fd(), self.confirmed_end)
+        del self.offsets[self.confirmed :]
+        self.written_end = self.confirmed_end
+
+    def _record_end(self, entry_id: int) -> int:
+        return self.offsets[entry_id + 1] if entry_id + 1 < len(self.offsets) else self.written_end
+
+    def read(self, first_entry: int, last_entry: int) -> list[bytes]:
+        start, end = self.offsets[first_entry], self._record_end(last_entry)
+        try:
+            view = memoryview(os.pread(self._fd(), end - start, start))
+        except OSError as exc:
+            raise StorageIOError(f"ledger {self.ledger_id}: read failed: {exc}", self.ledger_id) from exc
+        return [
+            _format.decode(view, self.offsets[e] - start, self._record_end(e) - start, self.ledger_id, e)
+            for e in range(first_entry, last_entry + 1)
+        ]
+
+    def sidecar(self) -> _files.Sidecar:
+        sealed = self.state is LedgerState.SEALED
+        return _files.Sidecar(
+            self.ledger_id, self.created_ms, self.custom_metadata, sealed, self.confirmed if sealed else None
+        )
+
+    def info(self) -> LedgerInfo:
+        return LedgerInfo(
+            ledger_id=self.ledger_id,
+            entries=self.confirmed,
+            size_bytes=self.confirmed_end - _format.HEADER_BYTES * self.confirmed,
+            sealed=self.state is LedgerState.SEALED,
+            created_ms=self.created_ms,
+            custom_metadata=dict(self.custom_metadata),
+        )
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _io_error(ledger_id: int | None, what: str, exc: OSError) -> StorageIOError:
+    return StorageIOError(f"ledger {ledger_id}: {what} failed: {exc}", ledger_id=ledger_id)
+
+
+class EmbeddedLedgerStore:
+    """A :class:`~magnetar.storage.api.LedgerStore` in a local directory. Build it with :meth:`open`."""
+
+    def __init__(
+        self,
+        layout: _files.Layout,
+        recovered: list[_files.RecoveredLedger],
+        next_id: int,
+        persisted_next_id: int,
+        *,
+        journal_sync_data: bool,
+        pending_appends_max: int,
+        clock: Clock,
+        fsync: Callable[[int], None],
+        write: Write,
+    ) -> None:
+        if pending_appends_max < 1:
+            raise ValueError("pending_appends_max must be at least 1")
+        self._layout = layout
+        self._write = write
+        self._ledgers: dict[int, _LedgerFile] = {
+            r.sidecar.ledger_id: _LedgerFile(r.sidecar, r.fd, r.scan.offsets, r.scan.end, write)
+            for r in recovered
+        }
+        self._next_id = next_id
+        self._persisted_next_id = persisted_next_id
+        self._sync = journal_sync_data
+        self._slots = asyncio.Semaphore(pending_appends_max)
+        self._clock = clock
+        self._group = GroupCommit(fsync, self._on_sync_failure)
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        directory: Path,
+        *,
+        journal_sync_data: bool = True,
+        pending_appends_max: int = PENDING_APPENDS_MAX,
+        clock: Clock | None = None,
+        fsync: Callable[[int], None] = os.fsync,
+        write: Write = os.write,
+    ) -> EmbeddedLedgerStore:
+        """Open (creating if needed) the store in ``directory``, recovering every ledger.
+
+        ``fsync`` and ``write`` are the system calls used for data files, injectable for fault tests."""
+        layout = _files.Layout(Path(directory), fsync)
+        try:
+            await asyncio.to_thread(layout.lock)
+            recovered, next_id, persisted = await asyncio.to_thread(layout.recover)
+        except OSError as exc:
+            layout.unlock()
+            raise _io_error(None, f"opening {directory}", exc) from exc
+        except BaseException:
+            layout.unlock()
+            raise
+        return cls(
+            layout, recovered, next_id, persisted,
+            journal_sync_data=journal_sync_data, pending_appends_max=pending_appends_max,
+            clock=clock if clock is not None else SystemClock(), fsync=fsync, write=write,
+        )  # fmt: skip
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("ledger store is closed")
+
+    def _ledger(self, ledger_id: int) -> _LedgerFile:
+        self._check_open()
+        ledger = self._ledgers.get(ledger_id)
+        if ledger is None:
+            raise LedgerNotFound(f"no ledger {ledger_id}", ledger_id=ledger_id)
+        return ledger
+
+    async def create_ledger(self, custom_metadata: Mapping[str, str]) -> LedgerInfo:
+        self._check_open()
+        metadata = _rules.copy_metadata(custom_metadata)
+        ledger_id = self._next_id
+        self._next_id += 1
+        sidecar = _files.Sidecar(ledger_id, self._clock.now_ms(), metadata)
+        try:
+            fd = await asyncio.to_thread(self._layout.create_ledger, sidecar)
+        except OSError as exc:
+            raise _io_error(ledger_id, "create", exc) from exc
+        ledger = _LedgerFile(sidecar, fd, array("Q"), 0, self._write)
+        if self._closed:  # closed while the files were being made: do not leak the descriptor
+            ledger.close()
+            raise StoreClosed("ledger store is closed", ledger_id=ledger_id)
+        self._ledgers[ledger_id] = ledger
+        return ledger.info()
+
+    async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
+        self._appendable(ledger_id)
+        payload = bytes(data)
+        _rules.check_entry_size(ledger_id, len(payload))
+        record = _format.encode(payload)
+        async with self._slots:
+            ledger = self._appendable(ledger_id)  # it may have changed while we waited for room
+            entry_id = self._write_record(ledger, record)
+            if not self._sync:
+                ledger.confirm(len(ledger.offsets), ledger.written_end)
+                return entry_id
+            await self._group.wait_durable(ledger)
+            return entry_id
+
+    def _appendable(self, ledger_id: int) -> _LedgerFile:
+        ledger = self._ledger(ledger_id)
+        _rules.check_appendable(ledger_id, ledger.state)
+        return ledger
+
+    def _write_record(self, ledger: _LedgerFile, record: bytes) -> int:
+        try:
+            return ledger.write_record(record)
+        except OSError as exc:
+            if ledger.cut_back_failed:
+                self._seal_in_memory(ledger, "could not cut back a failed write")
+            raise _io_error(ledger.ledger_id, "append", exc) from exc
+
+    def _on_sync_failure(self, target: SyncTarget, error: OSError) -> None:
+        ledger = self._ledgers.get(target.ledger_id)
+        if ledger is None or ledger is not target:
+            return
+        logger.error("ledger %d: fsync failed (%s); dropping entries not yet durable", ledger.ledger_id, error)
+        try:
+            ledger.cut_back()
+        except (OSError, StorageError):
+            self._seal_in_memory(ledger, "could not cut back after a failed fsync")
+
+    def _seal_in_memory(self, ledger: _LedgerFile, why: str) -> None:
+        logger.error("ledger %d: sealed at entry count %d: %s", ledger.ledger_id, ledger.confirmed, why)
+        if ledger.state is LedgerState.OPEN:
+            ledger.transition_to(LedgerState.SEALED)
+
+    async def read(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
+        ledger = self._ledger(ledger_id)
+        _rules.check_range(ledger_id, first_entry, last_entry, ledger.confirmed)
+        return ledger.read(first_entry, last_entry)
+
+    async def info(self, ledger_id: int) -> LedgerInfo:
+        return self._ledger(ledger_id).info()
+
+    async def seal(self, ledger_id: int) -> LedgerInfo:
+        ledger = self._ledger(ledger_id)
+        async with ledger.lock:
+            self._ledger(ledger_id)  # deleted or closed while we waited for the lock?
+            if ledger.state is LedgerState.OPEN:
+                ledger.transition_to(LedgerState.SEALED)
+            if not ledger.sealed_durable:
+                await self._drain(ledger)
+                await self._persist_seal(ledger)
+            return ledger.info()
+
+    async def _drain(self, ledger: _LedgerFile) -> None:
+        """Wait until every record written to ``ledger`` so far is durable or cut back."""
+        if self._sync and len(ledger.offsets) > ledger.confirmed:
+            # On failure the records were cut back, and what remains is durable.
+            with contextlib.suppress(StorageIOError):
+                await self._group.wait_durable(ledger)
+
+    async def _persist_seal(self, ledger: _LedgerFile) -> None:
+        try:
+            await asyncio.to_thread(
+                self._layout.write_atomic, self._layout.meta_path(ledger.ledger_id), ledger.sidecar().to_json()
+            )
+        except OSError as exc:
+            raise _io_error(ledger.ledger_id, "seal", exc) from exc
+        ledger.sealed_durable = True
+
+    async def delete(self, ledger_id: int) -> None:
+        ledger = self._ledger(ledger_id)
+        async with ledger.lock:
+            self._ledger(ledger_id)
+            ledger.transition_to(LedgerState.DELETED)
+            del self._ledgers[ledger_id]
+            await self._drain(ledger)
+            ledger.close()
+            persist = self._next_id if self._persisted_next_id < self._next_id else None
+            try:
+                await asyncio.to_thread(self._layout.remove_ledger, ledger_id, persist)
+            except OSError as exc:
+                raise _io_error(ledger_id, "delete", exc) from exc
+            if persist is not None:
+                self._persisted_next_id = persist
+
+    async def list_ledgers(self) -> Sequence[int]:
+        self._check_open()
+        return sorted(self._ledgers)
+
+    async def close(self) -> None:
+        """Complete every pending append, persist seals made after disk errors, close the files."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._group.stop()
+        for ledger in list(self._ledgers.values()):
+            async with ledger.lock:
+                await self._close_ledger(ledger)
+        self._ledgers.clear()
+        self._layout.unlock()
+
+    async def _close_ledger(self, ledger: _LedgerFile) -> None:
+        if ledger.state is LedgerState.SEALED and not ledger.sealed_durable:
+            try:
+                await self._persist_seal(ledger)
+            except StorageIOError:
+                logger.exception("ledger %d: could not persist its seal", ledger.ledger_id)
+        ledger.close()
+
+
+if TYPE_CHECKING:
+
+    async def _conforms(directory: Path) -> LedgerStore:
+        return await EmbeddedLedgerStore.open(directory)
