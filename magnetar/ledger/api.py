@@ -154,6 +154,11 @@ class Cursor(Protocol):
         """Acked ranges after the mark-delete position, as (open-lower, closed-upper] pairs, like Pulsar."""
         ...
 
+    async def set_properties(self, updates: Mapping[str, int]) -> None:
+        """Merge ``updates`` into the cursor's properties and persist before returning (added by the ledger
+        layer: ``properties`` had no way to be set)."""
+        ...
+
     async def flush(self) -> None:
         """Persist the current state now (durable cursors; no-op for non-durable)."""
         ...
