@@ -1,0 +1,95 @@
+"""Broker behaviour at the wire that the official client cannot show: markers, dedup, receipt order."""
+
+from __future__ import annotations
+
+from magnetar import protocol as proto
+from magnetar.broker.names import TopicName
+from magnetar.server.standalone import Standalone
+from tests.component.wire import T, WirePeer
+
+
+def entry(seq: int, body: bytes, *, producer: str = "p") -> bytes:
+    meta = proto.pb.MessageMetadata(producer_name=producer, sequence_id=seq, publish_time=1000 + seq)
+    return proto.make_entry(meta, body)
+
+
+async def create_producer(peer: WirePeer, topic: str, producer_id: int = 1, name: str | None = None) -> str:
+    peer.send(proto.commands.producer(topic, producer_id, 1, producer_name=name))
+    frame = await peer.expect(T.PRODUCER_SUCCESS)
+    return frame.command.producer_success.producer_name
+
+
+async def subscribe(peer: WirePeer, topic: str, consumer_id: int = 7) -> None:
+    peer.send(proto.commands.subscribe(topic, "sub", 0, consumer_id, 2, initial_position=1))
+    await peer.expect(T.SUCCESS)
+    peer.send(proto.commands.flow(consumer_id, 1000))
+
+
+async def test_markers_are_never_delivered_and_are_acked(standalone: Standalone) -> None:
+    topic = "persistent://public/default/markers"
+    loaded = await standalone.broker.get_topic(TopicName.parse(topic), create=True)
+    await loaded.ledger.add_entry(entry(0, b"before"))
+    marker = proto.make_marker_entry(proto.markers.TXN_COMMIT, b"", publish_time_ms=1)
+    marker_position = await loaded.ledger.add_entry(marker)
+    await loaded.ledger.add_entry(entry(1, b"after"))
+    peer = await WirePeer.connect(standalone.broker_port)
+    await subscribe(peer, topic)
+    first = await peer.expect(T.MESSAGE)
+    second = await peer.expect(T.MESSAGE)
+    bodies = [bytes(proto.entry_payload(bytes(f.payload or b""))) for f in (first, second)]
+    assert bodies == [b"before", b"after"]
+    assert loaded.subscriptions["sub"].cursor.is_acknowledged(marker_position)
+    await peer.close()
+
+
+async def test_resent_sequence_ids_are_stored_once(standalone: Standalone) -> None:
+    topic = "persistent://public/default/dedup"
+    peer = await WirePeer.connect(standalone.broker_port)
+    name = await create_producer(peer, topic)
+    for seq in (0, 1, 2):
+        peer.send(proto.commands.send(1, seq), entry(seq, b"m%d" % seq, producer=name))
+    receipts = [(await peer.expect(T.SEND_RECEIPT)).command.send_receipt for _ in range(3)]
+    assert [r.sequence_id for r in receipts] == [0, 1, 2]
+    # a reconnecting producer resends 1 and 2, then a new one
+    await peer.close()
+    peer = await WirePeer.connect(standalone.broker_port)
+    peer.send(proto.commands.producer(topic, 1, 1, producer_name=name, epoch=1))
+    success = (await peer.expect(T.PRODUCER_SUCCESS)).command.producer_success
+    assert success.last_sequence_id == 2
+    for seq in (1, 2, 3):
+        peer.send(proto.commands.send(1, seq), entry(seq, b"m%d" % seq, producer=name))
+    again = [(await peer.expect(T.SEND_RECEIPT)).command.send_receipt for _ in range(3)]
+    assert [r.sequence_id for r in again] == [1, 2, 3]
+    assert [proto.ids.signed(r.message_id.entryId) for r in again[:2]] == [-1, -1]
+    loaded = standalone.broker.topics[topic]
+    assert loaded.ledger.number_of_entries() == 4
+    await peer.close()
+
+
+async def test_receipts_follow_send_order_under_pipelining(standalone: Standalone) -> None:
+    topic = "persistent://public/default/ordered"
+    peer = await WirePeer.connect(standalone.broker_port)
+    name = await create_producer(peer, topic)
+    for seq in range(200):
+        peer.send(proto.commands.send(1, seq), entry(seq, b"x" * (seq % 7), producer=name))
+    receipts = [(await peer.expect(T.SEND_RECEIPT)).command.send_receipt for _ in range(200)]
+    assert [r.sequence_id for r in receipts] == list(range(200))
+    positions = [(r.message_id.ledgerId, r.message_id.entryId) for r in receipts]
+    assert positions == sorted(positions)
+    await peer.close()
+
+
+async def test_checksum_error_fails_only_that_message(standalone: Standalone) -> None:
+    topic = "persistent://public/default/checksum"
+    peer = await WirePeer.connect(standalone.broker_port)
+    name = await create_producer(peer, topic)
+    good = entry(0, b"good", producer=name)
+    bad = bytearray(entry(1, b"bad!", producer=name))
+    bad[-1] ^= 0xFF
+    peer.send(proto.commands.send(1, 0), good)
+    peer.send(proto.commands.send(1, 1), bytes(bad))
+    peer.send(proto.commands.send(1, 2), entry(2, b"next", producer=name))
+    replies = [(await peer.expect(T.SEND_RECEIPT, T.SEND_ERROR)).command for _ in range(3)]
+    assert [r.type for r in replies] == [T.SEND_RECEIPT, T.SEND_ERROR, T.SEND_RECEIPT]
+    assert replies[1].send_error.error == proto.pb.ChecksumError
+    await peer.close()
