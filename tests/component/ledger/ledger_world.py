@@ -103,12 +103,22 @@ class ManualTimer:
     def __init__(self) -> None:
         self.waiting: list[asyncio.Future[None]] = []
         self.delays_ms: list[int] = []
+        self._started: asyncio.Event | None = None
 
     async def sleep_ms(self, delay_ms: int) -> None:
         self.delays_ms.append(delay_ms)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiting.append(future)
+        if self._started is not None:
+            self._started.set()
         await future
+
+    async def wait_sleeping(self) -> None:
+        """Until some task is waiting on the timer."""
+        if not self.waiting:
+            self._started = asyncio.Event()
+            await asyncio.wait_for(self._started.wait(), WAIT_S)
+            self._started = None
 
     def fire(self) -> int:
         fired = 0

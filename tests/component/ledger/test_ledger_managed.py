@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from ledger_world import NAME, WAIT_S, GatedStore, World
 
 from magnetar.ledger.api import (
     InitialPosition,
@@ -18,7 +19,6 @@ from magnetar.ledger.formats import decode_ledger, ledger_key
 from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.ledger.states import LedgerState
 from magnetar.storage.memory import MemoryLedgerStore
-from ledger_world import NAME, WAIT_S, GatedStore, World
 
 
 async def add_many(ml: ManagedLedgerImpl, count: int, prefix: bytes = b"m") -> list[Position]:
