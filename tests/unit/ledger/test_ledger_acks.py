@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -114,7 +116,7 @@ class AckModel(RuleBasedStateMachine):
         ranges = self.acks.ranges()
         covered = {q for q in self.positions if any(f <= q <= last for f, last in ranges)}
         assert covered == {q for q in self.acked if q > self.acks.mark_delete}
-        for (_, last), (first, _) in zip(ranges, ranges[1:], strict=False):
+        for (_, last), (first, _) in itertools.pairwise(ranges):
             assert self.ledgers.next_position(last) != first and last < first
 
     @invariant()
