@@ -307,8 +307,11 @@ class ManagedCursor:
         finally:
             self._transition_to(CursorState.CLOSED)
 
-    def discard(self) -> None:
-        """Stop without writing (the cursor is being deleted)."""
+    async def discard(self) -> None:
+        """Stop without writing (the cursor is being deleted); returns once no write is in flight, so the
+        caller can delete the record without a late write bringing it back."""
         self._cancel_pending_persist()
         if self._state is not CursorState.DELETED:
             self._transition_to(CursorState.DELETED)
+        async with self._persist_lock:
+            pass

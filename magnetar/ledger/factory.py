@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from magnetar.clock import Clock, SystemClock
-from magnetar.ledger.api import ManagedLedgerClosed, ManagedLedgerConfig, ManagedLedgerError
-from magnetar.ledger.cursor import SleepMs, asyncio_sleep_ms
+from magnetar.ledger.api import (
+    Cursor,
+    ManagedLedger,
+    ManagedLedgerClosed,
+    ManagedLedgerConfig,
+    ManagedLedgerError,
+    ManagedLedgerFactory,
+)
+from magnetar.ledger.cursor import ManagedCursor, SleepMs, asyncio_sleep_ms
 from magnetar.ledger.formats import CURSORS_SEGMENT, ROOT_KEY, ledger_key
 from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.ledger.recovery import open_managed_ledger
@@ -121,3 +129,11 @@ class LedgerFactory:
             except ManagedLedgerError as exc:
                 log.warning("closing %s: %s", ledger.name, exc)
         self._open.clear()
+
+
+if TYPE_CHECKING:
+
+    def _conforms(
+        factory: LedgerFactory, ledger: ManagedLedgerImpl, cursor: ManagedCursor
+    ) -> tuple[ManagedLedgerFactory, ManagedLedger, Cursor]:
+        return factory, ledger, cursor  # mypy checks the three implement the API protocols

@@ -378,7 +378,7 @@ class ManagedLedgerImpl:
             cursor = self._cursors.pop(name, None)
             if cursor is None:
                 raise CursorNotFound(f"{self._name}: no cursor {name!r}")
-            cursor.discard()
+            await cursor.discard()
             await self._delete_cursor_key(cursor_key(self._name, name))
 
     async def _delete_cursor_key(self, key: str) -> None:
@@ -429,7 +429,7 @@ class ManagedLedgerImpl:
                 except MetadataError as exc:
                     raise ManagedLedgerError(f"{self._name}: deleting the record failed: {exc}") from exc
             for name, cursor in list(self._cursors.items()):
-                cursor.discard()
+                await cursor.discard()
                 await self._delete_cursor_key(cursor_key(self._name, name))
             self._cursors.clear()
             await self.delete_ledgers_quietly([x.ledger_id for x in self._ledgers.summaries()])

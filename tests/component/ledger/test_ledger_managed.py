@@ -11,6 +11,7 @@ from magnetar.ledger.api import (
     InitialPosition,
     InvalidPosition,
     ManagedLedgerClosed,
+    ManagedLedgerError,
     ManagedLedgerFenced,
     Position,
 )
@@ -268,7 +269,7 @@ async def test_storage_failure_on_append_rolls_over_next_time() -> None:
     world = World()
     ml = await world.factory().open(NAME)
     await ml.add_entry(b"ok")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(ManagedLedgerError) as info:
         await ml.add_entry(b"x" * (17 * 1024 * 1024))  # over the store's entry limit
     assert not isinstance(info.value, ManagedLedgerFenced)
     after = await ml.add_entry(b"after")
