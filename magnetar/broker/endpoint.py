@@ -29,6 +29,10 @@ class Endpoint(Protocol):
         """Queue an encoded frame for the peer (never blocks; frames leave in call order)."""
         ...
 
+    def forget_producer(self, producer_id: int) -> None:
+        """The broker closed this producer (e.g. fenced): drop it from the connection's table."""
+        ...
+
     def forget_consumer(self, consumer_id: int) -> None:
         """The broker closed this consumer (e.g. after a seek): drop it from the connection's table."""
         ...

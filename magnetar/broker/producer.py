@@ -63,6 +63,11 @@ class Producer:
     _in_flight: deque[_InFlight] = field(default_factory=deque)
 
     @property
+    def topic_epoch_known(self) -> bool:
+        """Shared producers have no epoch; an exclusive one has it once admitted."""
+        return self.access_mode is AccessMode.SHARED or self.topic_epoch is not None
+
+    @property
     def pending_count(self) -> int:
         return len(self._in_flight)
 

@@ -12,13 +12,16 @@ import logging
 from collections.abc import Mapping
 
 from magnetar import protocol as proto
+from magnetar.broker.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import (
     BrokerError,
     ConsumerBusy,
+    MetadataError,
     NotAllowed,
     PersistenceError,
     ProducerBusy,
+    ProducerFenced,
     SubscriptionNotFound,
 )
 from magnetar.broker.names import TopicName
@@ -64,6 +67,8 @@ class PersistentTopic:
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.closed = False
+        self._background: set[asyncio.Task[None]] = set()
+        self.access = ProducerAccess(self, self._fence)
         for cursor_name, cursor in ledger.cursors.items():
             self.subscriptions[cursor_name] = self._new_subscription(cursor_name, cursor, durable=True)
 
@@ -83,23 +88,64 @@ class PersistentTopic:
 
     # ---- producers -----------------------------------------------------------------------------------
 
-    def add_producer(self, producer: Producer) -> None:
+    async def admit_producer(self, producer: Producer, presented_epoch: int | None) -> Admission:
+        """Check the name, then the access mode (PIP-68). Granted producers are registered at once;
+        a Queued one is registered by ``promoted`` when its turn comes."""
         existing = self.producers.get(producer.name)
         if existing is not None and existing is not producer:
             # a reconnecting producer (higher epoch) replaces its own dead or same-connection predecessor
             successor = producer.epoch > existing.epoch and (
                 not existing.endpoint.is_open or existing.endpoint is producer.endpoint
             )
-            if successor:
-                self.remove_producer(existing)
-            else:
+            if not successor:
                 raise ProducerBusy(f"Producer with name '{producer.name}' is already connected to topic")
+            self.remove_producer(existing)
+        admission = await self.access.admit(producer, presented_epoch)
+        if isinstance(admission, Granted):
+            self.producers[producer.name] = producer
+        else:
+            log.info("producer %s is waiting for exclusive access to %s", producer.name, self.name)
+        return admission
+
+    def promoted(self, producer: Producer) -> None:
         self.producers[producer.name] = producer
 
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
         producer.closed = True
+        self.access.release(producer)
+
+    def _fence(self, producer: Producer) -> None:
+        """Fenced by an ExclusiveWithFencing producer: no new sends; receipts for what already landed
+        go out before CLOSE_PRODUCER, so the topic holds exactly what each producer was receipted."""
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        producer.fenced = True
+
+        async def close_after_pending() -> None:
+            await producer.wait_pending()
+            producer.closed = True
+            producer.endpoint.send_frame(
+                proto.encode_command(proto.commands.close_producer(producer.producer_id, -1))
+            )
+            producer.endpoint.forget_producer(producer.producer_id)
+
+        task = asyncio.get_running_loop().create_task(close_after_pending())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # ---- the topic epoch (EpochStore for the access state machine) -----------------------------------
+
+    def current_epoch(self) -> int | None:
+        text = self.ledger.properties.get(TOPIC_EPOCH_PROPERTY)
+        return int(text) if text is not None and text.lstrip("-").isdigit() else None
+
+    async def persist_epoch(self, epoch: int) -> None:
+        try:
+            await self.ledger.set_properties({TOPIC_EPOCH_PROPERTY: str(epoch)})
+        except ManagedLedgerError as exc:
+            raise MetadataError(f"Failed to persist the topic epoch of {self.name}: {exc}") from exc
 
     def last_sequence_id(self, producer_name: str) -> int:
         return self._persisted.get(producer_name, -1) if self.dedup_enabled else -1
@@ -121,7 +167,7 @@ class PersistentTopic:
             return producer.track(sequence_id, highest_sequence_id, self._answer_duplicate(name, sequence_id))
         if self.dedup_enabled and not is_partial_chunk:
             self._pushed[name] = last_seq
-        work = self._append(name, last_seq, num_messages, entry, track=self.dedup_enabled and not is_partial_chunk)
+        work = self._append(producer, last_seq, num_messages, entry, track=self.dedup_enabled and not is_partial_chunk)
         future = asyncio.ensure_future(work)
         if self.dedup_enabled:
             self._tail[name] = future
@@ -129,9 +175,16 @@ class PersistentTopic:
         producer.bytes_in_counter += len(entry)
         return producer.track(sequence_id, highest_sequence_id, future)
 
-    async def _append(self, name: str, last_seq: int, num_messages: int, entry: bytes, *, track: bool) -> Position:
+    async def _append(
+        self, producer: Producer, last_seq: int, num_messages: int, entry: bytes, *, track: bool
+    ) -> Position:
+        name = producer.name
         if self.closed:
             raise NotAllowed(f"Topic {self.name} is closed")
+        if producer.fenced:
+            if track:
+                self._pushed[name] = self._persisted.get(name, -1)
+            raise ProducerFenced(f"Producer {name} is fenced or no longer attached to {self.name}")
         try:
             position = await self.ledger.add_entry(entry)
         except (ManagedLedgerError, StorageError) as exc:

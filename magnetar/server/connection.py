@@ -106,6 +106,9 @@ class ServerConnection:
         if self.is_open:
             self._writer.write(frame)
 
+    def forget_producer(self, producer_id: int) -> None:
+        self.producers.pop(producer_id, None)
+
     def forget_consumer(self, consumer_id: int) -> None:
         self.consumers.pop(consumer_id, None)
 

@@ -29,6 +29,7 @@ class BrokerProcess:
         self.web_port = 0
         self.log_lines: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
+        self._log_changed = threading.Condition()
 
     @property
     def url(self) -> str:
@@ -69,7 +70,9 @@ class BrokerProcess:
     def _drain(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
-            self.log_lines.append(line)
+            with self._log_changed:
+                self.log_lines.append(line)
+                self._log_changed.notify_all()
             lines.put(line)
         lines.put(None)
 
@@ -91,3 +94,8 @@ class BrokerProcess:
 
     def log_text(self) -> str:
         return "".join(self.log_lines)
+
+    def wait_for_log(self, text: str, timeout_s: float) -> bool:
+        """Wait until the broker logs a line containing ``text`` (True), or the timeout passes (False)."""
+        with self._log_changed:
+            return self._log_changed.wait_for(lambda: text in "".join(self.log_lines), timeout_s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
+from magnetar.broker.access import Queued
 from magnetar.broker.errors import ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
 from magnetar.broker.names import TopicName
 from magnetar.broker.producer import AccessMode, Producer
@@ -19,21 +20,16 @@ T = proto.pb.BaseCommand
 
 async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
     req = cmd.producer
+    topic_name = TopicName.parse(req.topic)
     existing = conn.producers.get(req.producer_id)
     if existing is not None:
-        if existing.topic_name != str(TopicName.parse(req.topic)):
+        if existing.topic_name != str(topic_name) or not existing.topic_epoch_known:
             raise ProducerBusy(f"Producer id {req.producer_id} is already used on this connection")
-        conn.send_frame(
-            proto.encode_command(proto.commands.producer_success(req.request_id, existing.name, -1))
-        )
+        conn.send_frame(proto.encode_command(proto.commands.producer_success(
+            req.request_id, existing.name, -1, topic_epoch=existing.topic_epoch)))
         return
-    topic_name = TopicName.parse(req.topic)
     topic = await conn.broker.get_topic(topic_name, create=True)
     mode = AccessMode(req.producer_access_mode) if req.HasField("producer_access_mode") else AccessMode.SHARED
-    if mode is not AccessMode.SHARED:
-        raise NotAllowed(f"producer access mode {mode.label} is not supported by magnetar yet")
-    if not conn.is_open:
-        return
     name = req.producer_name if req.HasField("producer_name") and req.producer_name else conn.broker.new_producer_name()
     producer = Producer(
         endpoint=conn,
@@ -47,12 +43,32 @@ async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memo
         created_ms=conn.clock.now_ms(),
         metadata={kv.key: kv.value for kv in req.metadata},
     )
-    if req.producer_id in conn.producers:
+    if not conn.is_open or req.producer_id in conn.producers:
         raise ProducerBusy(f"Producer id {req.producer_id} is already used on this connection")
-    topic.add_producer(producer)
-    conn.producers[req.producer_id] = producer
+    conn.producers[req.producer_id] = producer  # from here on, a disconnect releases it
+    try:
+        admission = await topic.admit_producer(producer, req.topic_epoch if req.HasField("topic_epoch") else None)
+    except BaseException:
+        conn.producers.pop(req.producer_id, None)
+        raise
     last_seq = topic.last_sequence_id(name)
-    conn.send_frame(proto.encode_command(proto.commands.producer_success(req.request_id, name, last_seq)))
+    if isinstance(admission, Queued):
+        conn.send_frame(proto.encode_command(
+            proto.commands.producer_success(req.request_id, name, last_seq, producer_ready=False)))
+        try:
+            epoch = await admission.promoted
+        except BaseException:
+            conn.producers.pop(req.producer_id, None)
+            raise
+        topic.promoted(producer)
+        conn.send_frame(proto.encode_command(
+            proto.commands.producer_success(req.request_id, name, last_seq, topic_epoch=epoch)))
+        return
+    if not conn.is_open or conn.producers.get(req.producer_id) is not producer:
+        topic.remove_producer(producer)
+        return
+    conn.send_frame(proto.encode_command(
+        proto.commands.producer_success(req.request_id, name, last_seq, topic_epoch=admission.topic_epoch)))
 
 
 def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryview | None) -> None:
