@@ -55,6 +55,9 @@ class CursorHost(Protocol):
 
     def cursor_fenced(self, name: str) -> None: ...
 
+    @property
+    def fenced(self) -> bool: ...
+
 
 class CursorPersistence:
     """Where a durable cursor's record lives and the version it was last written at."""
@@ -271,6 +274,8 @@ class ManagedCursor:
         async with self._persist_lock:
             if self._persisted_generation == self._generation or self._state is not CursorState.OPEN:
                 return
+            if self._host.fenced:  # a fenced owner must not overwrite the new owner's cursor
+                raise ManagedLedgerFenced(f"cursor {self._name}: the managed ledger is fenced")
             generation = self._generation
             data = encode_cursor(self.record())
             try:

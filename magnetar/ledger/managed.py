@@ -116,6 +116,10 @@ class ManagedLedgerImpl:
     def cursor_fenced(self, name: str) -> None:
         self._fence()
 
+    @property
+    def fenced(self) -> bool:
+        return self._state is LedgerState.FENCED
+
     def install(
         self, ledgers: LedgerList, properties: Mapping[str, str], version: int, cursors: list[ManagedCursor]
     ) -> None:
@@ -273,6 +277,7 @@ class ManagedLedgerImpl:
 
     async def _rollover(self) -> None:
         await self._tail  # every in-flight append to the current ledger is confirmed
+        self._require_writable()  # one of them may have found the ledger sealed by another owner
         old = self._ledgers.current
         try:
             info = await self._store.seal(old.ledger_id)

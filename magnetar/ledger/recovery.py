@@ -4,8 +4,9 @@ Owns the recovery order: read the record; seal the previous writer's last ledger
 real entry count from there (the record's count of the last ledger is only as of its last rollover or
 close); drop ledgers left empty; create the new current ledger eagerly (so ``last_confirmed`` always names
 a ledger, as Pulsar does); write the record with compare-and-set (the claim: a conflict means another
-opener won, ``ManagedLedgerFenced``); then restore durable cursors. A brand-new managed ledger also clears
-cursor records a crashed delete may have left under its key. Knows nothing of the broker.
+opener won, ``ManagedLedgerFenced``); then restore durable cursors, rewriting each record to claim it too.
+A brand-new managed ledger also clears cursor records a crashed delete may have left under its key.
+Knows nothing of the broker.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from urllib.parse import unquote
 
 from magnetar.clock import Clock
 from magnetar.ledger.acks import AckState
-from magnetar.ledger.api import LedgerSummary, ManagedLedgerConfig, ManagedLedgerError
+from magnetar.ledger.api import LedgerSummary, ManagedLedgerConfig, ManagedLedgerError, ManagedLedgerFenced
 from magnetar.ledger.cursor import CursorPersistence, ManagedCursor, SleepMs
 from magnetar.ledger.formats import LedgerRecord, cursors_key, decode_cursor, decode_ledger, ledger_key
 from magnetar.ledger.ledger_list import LedgerList
 from magnetar.ledger.managed import ManagedLedgerImpl
-from magnetar.metadata.api import NEW_KEY, MetadataError, MetadataStore, NotFound
+from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore, NotFound
 from magnetar.storage.api import LedgerNotFound, LedgerStore, StorageError
 
 log = logging.getLogger("magnetar.ledger")
@@ -127,6 +128,18 @@ async def _load_cursors(
         record = decode_cursor(stored.value, key)
         acks = AckState(ledgers, record.mark_delete)
         acks.restore(record.ranges, record.batches)
-        persistence = CursorPersistence(metadata, key, stored.version, ledger.sleep_ms)
+        version = await _claim_cursor(ledger.name, metadata, key, stored.value, stored.version)
+        persistence = CursorPersistence(metadata, key, version, ledger.sleep_ms)
         cursors.append(ledger.make_cursor(unquote(child), acks, persistence, record.properties))
     return cursors
+
+
+async def _claim_cursor(name: str, metadata: MetadataStore, key: str, value: bytes, version: int) -> int:
+    """Rewrite the record unchanged, so a previous owner's late cursor write fails its compare-and-set
+    (fencing it) instead of succeeding and then fencing us."""
+    try:
+        return (await metadata.put(key, value, version)).version
+    except (BadVersion, NotFound) as exc:
+        raise ManagedLedgerFenced(f"{name}: {key} changed while opening") from exc
+    except MetadataError as exc:
+        raise ManagedLedgerError(f"{name}: claiming {key} failed: {exc}") from exc

@@ -285,3 +285,16 @@ async def test_closed_cursor_refuses_calls() -> None:
         cursor.acknowledge([p[0]])
     with pytest.raises(ManagedLedgerClosed):
         await cursor.flush()
+
+
+async def test_a_previous_owner_cannot_overwrite_cursors_after_a_new_open() -> None:
+    world, old, p = await setup(4)
+    cursor = await old.open_cursor("s", InitialPosition.EARLIEST)
+    new = await world.factory().open(NAME)  # claims the ledger and its cursors
+    cursor.acknowledge([p[0], p[1]])
+    with pytest.raises(ManagedLedgerFenced):
+        await cursor.flush()
+    fresh = new.cursors["s"]
+    fresh.acknowledge([p[3]])
+    await fresh.flush()  # the new owner is not fenced by the old one
+    assert fresh.backlog_entries() == 3 and new.cursors["s"] is fresh
