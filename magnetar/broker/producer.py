@@ -21,9 +21,6 @@ from magnetar.ledger.api import Position
 
 log = logging.getLogger("magnetar.broker.producer")
 
-#: receipt position of a message the broker recognised as a duplicate (facts §4.6)
-DUPLICATE_POSITION = Position(-1, -1)
-
 
 class AccessMode(enum.IntEnum):
     SHARED = 0

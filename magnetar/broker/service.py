@@ -177,6 +177,7 @@ class BrokerService:
             read_batch_max=self.config.dispatcher_max_read_batch_size,
             read_bytes_max=self.config.dispatcher_max_read_size_bytes,
         )
+        await loaded.start()
         log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),
                  len(loaded.subscriptions))
         return loaded

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from magnetar import protocol as proto
 from magnetar.broker.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.dedup import Deduplication, is_partial_chunk
 from magnetar.broker.errors import (
     BrokerError,
     ConsumerBusy,
@@ -25,7 +26,7 @@ from magnetar.broker.errors import (
     SubscriptionNotFound,
 )
 from magnetar.broker.names import TopicName
-from magnetar.broker.producer import DUPLICATE_POSITION, Producer
+from magnetar.broker.producer import Producer
 from magnetar.broker.subscription import Subscription
 from magnetar.clock import Clock
 from magnetar.ledger.api import (
@@ -39,7 +40,6 @@ from magnetar.storage.api import StorageError
 
 log = logging.getLogger("magnetar.broker.topic")
 
-DEDUP_PRODUCERS_MAX = 100_000  # producer names whose last sequence id is remembered
 
 
 class PersistentTopic:
@@ -61,15 +61,15 @@ class PersistentTopic:
         self._read_bytes_max = read_bytes_max
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
-        self._pushed: dict[str, int] = {}  # producer name -> highest sequence id accepted
-        self._persisted: dict[str, int] = {}  # producer name -> highest sequence id stored
-        self._tail: dict[str, asyncio.Future[Position]] = {}
+        self.dedup = Deduplication(ledger, enabled=dedup_enabled)
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.closed = False
         self._background: set[asyncio.Task[None]] = set()
         self.access = ProducerAccess(self, self._fence)
         for cursor_name, cursor in ledger.cursors.items():
+            if Deduplication.is_system_cursor(cursor_name):
+                continue
             self.subscriptions[cursor_name] = self._new_subscription(cursor_name, cursor, durable=True)
 
     @property
@@ -148,7 +148,7 @@ class PersistentTopic:
             raise MetadataError(f"Failed to persist the topic epoch of {self.name}: {exc}") from exc
 
     def last_sequence_id(self, producer_name: str) -> int:
-        return self._persisted.get(producer_name, -1) if self.dedup_enabled else -1
+        return self.dedup.last_sequence_id(producer_name)
 
     def publish(
         self,
@@ -160,63 +160,47 @@ class PersistentTopic:
         metadata: proto.pb.MessageMetadata,
     ) -> asyncio.Future[Position]:
         """Append ``entry`` for ``producer``; the receipt (or error) goes out in SEND order."""
-        last_seq = highest_sequence_id if highest_sequence_id is not None else sequence_id + max(num_messages, 1) - 1
-        is_partial_chunk = metadata.HasField("chunk_id") and metadata.chunk_id < metadata.num_chunks_from_msg - 1
+        last_seq: int | None
+        if is_partial_chunk(metadata):
+            last_seq = None  # only a message's last chunk settles its sequence id
+        elif highest_sequence_id is not None:
+            last_seq = highest_sequence_id
+        else:
+            last_seq = sequence_id + max(num_messages, 1) - 1
         name = producer.name
-        if self.dedup_enabled and not is_partial_chunk and sequence_id <= self._pushed.get(name, -1):
-            return producer.track(sequence_id, highest_sequence_id, self._answer_duplicate(name, sequence_id))
-        if self.dedup_enabled and not is_partial_chunk:
-            self._pushed[name] = last_seq
-        work = self._append(producer, last_seq, num_messages, entry, track=self.dedup_enabled and not is_partial_chunk)
-        future = asyncio.ensure_future(work)
-        if self.dedup_enabled:
-            self._tail[name] = future
+        if last_seq is not None and self.dedup.is_duplicate(name, sequence_id):
+            return producer.track(sequence_id, highest_sequence_id, self.dedup.answer_duplicate(name, sequence_id))
+        future = asyncio.ensure_future(self._append(producer, last_seq, num_messages, entry))
+        if last_seq is not None:
+            self.dedup.pushed(name, last_seq, future)
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(entry)
         return producer.track(sequence_id, highest_sequence_id, future)
 
-    async def _append(
-        self, producer: Producer, last_seq: int, num_messages: int, entry: bytes, *, track: bool
-    ) -> Position:
+    async def _append(self, producer: Producer, last_seq: int | None, num_messages: int, entry: bytes) -> Position:
         name = producer.name
-        if self.closed:
-            raise NotAllowed(f"Topic {self.name} is closed")
-        if producer.fenced:
-            if track:
-                self._pushed[name] = self._persisted.get(name, -1)
-            raise ProducerFenced(f"Producer {name} is fenced or no longer attached to {self.name}")
         try:
-            position = await self.ledger.add_entry(entry)
-        except (ManagedLedgerError, StorageError) as exc:
-            if track:
-                # a resend of this message must be accepted again, not taken for a duplicate
-                self._pushed[name] = self._persisted.get(name, -1)
-            raise PersistenceError(f"Failed to persist entry on {self.name}: {exc}") from exc
-        if track:
-            self._persisted[name] = max(self._persisted.get(name, -1), last_seq)
-            self._trim_dedup()
+            if self.closed:
+                raise NotAllowed(f"Topic {self.name} is closed")
+            if producer.fenced:
+                raise ProducerFenced(f"Producer {name} is fenced or no longer attached to {self.name}")
+            try:
+                position = await self.ledger.add_entry(entry)
+            except (ManagedLedgerError, StorageError) as exc:
+                raise PersistenceError(f"Failed to persist entry on {self.name}: {exc}") from exc
+        except BaseException:
+            if last_seq is not None:
+                self.dedup.failed(name)
+            raise
+        if last_seq is not None:
+            self.dedup.persisted(name, last_seq, position)
+        else:
+            self.dedup.entry_stored(position)
         self.msg_in_counter += num_messages
         self.bytes_in_counter += len(entry)
         for sub in self.subscriptions.values():
             sub.new_entries()
         return position
-
-    async def _answer_duplicate(self, name: str, sequence_id: int) -> Position:
-        tail = self._tail.get(name)
-        if tail is not None and not tail.done():
-            await asyncio.wait([tail])
-        if sequence_id <= self._persisted.get(name, -1):
-            return DUPLICATE_POSITION
-        raise PersistenceError("The original of this resent message was not persisted; send it again")
-
-    def _trim_dedup(self) -> None:
-        while len(self._persisted) > DEDUP_PRODUCERS_MAX:
-            oldest = next(iter(self._persisted))
-            if oldest in self.producers:
-                break
-            del self._persisted[oldest]
-            self._pushed.pop(oldest, None)
-            self._tail.pop(oldest, None)
 
     # ---- subscriptions -------------------------------------------------------------------------------
 
@@ -229,6 +213,8 @@ class PersistentTopic:
         start: Position | None,
     ) -> Subscription:
         name = consumer.subscription_name
+        if Deduplication.is_system_cursor(name):
+            raise NotAllowed(f"Subscription name {name!r} is reserved")
         sub = self.subscriptions.get(name)
         if sub is None:
             if durable:
@@ -314,8 +300,13 @@ class PersistentTopic:
     def properties(self) -> Mapping[str, str]:
         return self.ledger.properties
 
+    async def start(self) -> None:
+        """Recover what must be rebuilt before the first producer is admitted."""
+        await self.dedup.recover()
+
     async def close(self) -> None:
         self.closed = True
         for sub in list(self.subscriptions.values()):
             await sub.close()
+        await self.dedup.close()
         await self.ledger.close()

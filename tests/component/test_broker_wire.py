@@ -93,3 +93,39 @@ async def test_checksum_error_fails_only_that_message(standalone: Standalone) ->
     assert [r.type for r in replies] == [T.SEND_RECEIPT, T.SEND_ERROR, T.SEND_RECEIPT]
     assert replies[1].send_error.error == proto.pb.ChecksumError
     await peer.close()
+
+
+async def test_dedup_state_is_rebuilt_after_an_unclean_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The broker dies without closing anything; a resend after restart is still recognised."""
+    from magnetar.metadata.memory import MemoryMetadataStore
+    from magnetar.server.standalone import StandaloneSettings
+    from magnetar.storage.memory import MemoryLedgerStore
+
+    metadata, store = MemoryMetadataStore(), MemoryLedgerStore()
+    settings = StandaloneSettings(data_dir=tmp_path, bind_address="127.0.0.1", broker_port=0, web_port=0)
+    first = Standalone(settings, metadata=metadata, store=store)
+    await first.start()
+    topic = "persistent://public/default/dedup-crash"
+    peer = await WirePeer.connect(first.broker_port)
+    name = await create_producer(peer, topic, name="crashy")
+    for seq in range(5):
+        peer.send(proto.commands.send(1, seq), entry(seq, b"m%d" % seq, producer="crashy"))
+    for _ in range(5):
+        await peer.expect(T.SEND_RECEIPT)
+    await peer.close()
+    first.server.close()  # "crash": the stores keep what was written, nothing is closed or flushed
+
+    second = Standalone(settings, metadata=metadata, store=store)
+    await second.start()
+    try:
+        peer = await WirePeer.connect(second.broker_port)
+        peer.send(proto.commands.producer(topic, 1, 1, producer_name=name, epoch=1))
+        success = (await peer.expect(T.PRODUCER_SUCCESS)).command.producer_success
+        assert success.last_sequence_id == 4
+        peer.send(proto.commands.send(1, 3), entry(3, b"m3", producer=name))
+        receipt = (await peer.expect(T.SEND_RECEIPT)).command.send_receipt
+        assert proto.ids.signed(receipt.message_id.entryId) == -1
+        assert second.broker.topics[topic].ledger.number_of_entries() == 5
+        await peer.close()
+    finally:
+        await second.stop()
