@@ -24,6 +24,7 @@ from magnetar.broker.errors import (
     ProducerBusy,
     ProducerFenced,
     SubscriptionNotFound,
+    TopicTerminated,
 )
 from magnetar.broker.names import TopicName
 from magnetar.broker.producer import Producer
@@ -91,6 +92,8 @@ class PersistentTopic:
     async def admit_producer(self, producer: Producer, presented_epoch: int | None) -> Admission:
         """Check the name, then the access mode (PIP-68). Granted producers are registered at once;
         a Queued one is registered by ``promoted`` when its turn comes."""
+        if TERMINATED_PROPERTY in self.ledger.properties:
+            raise TopicTerminated(f"Topic {self.name} was terminated")
         existing = self.producers.get(producer.name)
         if existing is not None and existing is not producer:
             # a reconnecting producer (higher epoch) replaces its own dead or same-connection predecessor
@@ -310,3 +313,27 @@ class PersistentTopic:
             await sub.close()
         await self.dedup.close()
         await self.ledger.close()
+
+    # ---- admin: unload, delete, terminate (the admin API calls these) --------------------------------
+
+    async def disconnect_clients(self, *, consumers: bool) -> None:
+        """Close every producer (and consumer, if asked) from the broker side: the clients look the topic
+        up again and reconnect, as after a Pulsar unload. Sends already accepted are answered first."""
+        for producer in [*self.producers.values(), *self.access.waiting]:
+            await producer.wait_pending()
+            self.remove_producer(producer)
+            producer.endpoint.send_frame(proto.encode_command(proto.commands.close_producer(producer.producer_id, -1)))
+            producer.endpoint.forget_producer(producer.producer_id)
+        if not consumers:
+            return
+        for sub in list(self.subscriptions.values()):
+            for consumer in sub.consumers:
+                consumer.endpoint.send_frame(
+                    proto.encode_command(proto.commands.close_consumer(consumer.consumer_id, -1))
+                )
+                await self.remove_consumer(consumer)
+                consumer.endpoint.forget_consumer(consumer.consumer_id)
+
+
+#: managed-ledger property set by an admin terminate: the last position; no producer is admitted after it
+TERMINATED_PROPERTY = "pulsar.terminated"
