@@ -1,0 +1,44 @@
+"""magnetar.client: an asyncio client for Pulsar's binary protocol.
+
+    from magnetar.client import Client
+    async with Client("pulsar://localhost:6650") as client:
+        producer = await client.create_producer("t", batching=True, compression="lz4")
+        msg_id = await producer.send(b"x", key="k", properties={"a": "b"})
+        consumer = await client.subscribe("t", "sub", subscription_type="shared", initial_position="earliest")
+        msg = await consumer.receive(timeout_ms=1000)
+        await consumer.acknowledge(msg)
+        async for msg in client.read("t", start="earliest", end="latest"): ...
+
+Shares ``magnetar.protocol`` with the broker and imports nothing from broker/ or server/.
+``magnetar.client.sync`` is a blocking facade for scripts and Spark executors.
+"""
+
+from magnetar.client import errors
+from magnetar.client._client import Client
+from magnetar.client._config import BatchingConfig, ClientConfig, ConsumerConfig, DeadLetterPolicy, ProducerConfig
+from magnetar.client._consumer import Consumer
+from magnetar.client._messages import EARLIEST, LATEST, Message, MessageId
+from magnetar.client._partitioned import MultiTopicConsumer, PartitionedProducer
+from magnetar.client._producer import Producer
+from magnetar.client._reader import Reader
+from magnetar.client.errors import PulsarClientError
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "BatchingConfig",
+    "Client",
+    "ClientConfig",
+    "Consumer",
+    "ConsumerConfig",
+    "DeadLetterPolicy",
+    "Message",
+    "MessageId",
+    "MultiTopicConsumer",
+    "PartitionedProducer",
+    "Producer",
+    "ProducerConfig",
+    "PulsarClientError",
+    "Reader",
+    "errors",
+]
