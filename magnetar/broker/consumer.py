@@ -46,6 +46,9 @@ class Consumer:
     partition: int
     created_ms: int
     metadata: dict[str, str] = field(default_factory=dict)
+    key_shared_mode: int = 0  # AUTO_SPLIT=0, STICKY=1
+    hash_ranges: tuple[tuple[int, int], ...] = ()
+    allow_out_of_order: bool = False
     max_permits: int = 1_000_000
     permits: int = 0
     unacked: dict[Position, int] = field(default_factory=dict)  # position -> messages in the entry

@@ -1,12 +1,10 @@
 """Dispatchers: read a subscription's cursor and hand entries to its consumers within their permits.
 
-One task per subscription runs the read loop, woken by new entries, new permits, redelivery requests
-and consumer changes. Two policies share the loop:
-
-* single active consumer (Exclusive, Failover): every entry goes to the active consumer; a redelivery
-  or a change of active consumer rewinds the cursor to the first unacked entry;
-* spread (Shared): entries go round-robin to consumers with permits; entries given back (consumer
-  closed, negative ack) are replayed first, with their redelivery count raised.
+One task per subscription runs the read loop, woken by new entries, permits, acks, redelivery requests
+and consumer changes. This module holds what every dispatcher shares (the loop, preparing entries,
+redelivery counts) and the single-active-consumer policy of Exclusive and Failover subscriptions: every
+entry goes to the active consumer, and a redelivery or a change of active consumer rewinds the cursor
+to the first unacked entry. The Shared and Key_Shared policies live in ``dispatcher_shared``.
 
 Markers are never delivered: they are acknowledged here so they never hold back the backlog.
 """
@@ -17,23 +15,42 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, Delivery, SubType
+from magnetar.broker.key_shared import key_hash, sticky_key
+from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, Entry, ManagedLedger, Position
+from magnetar.storage.api import EntryCorrupted
 
 log = logging.getLogger("magnetar.broker.dispatcher")
 
 REDELIVERY_TRACKED_MAX = 100_000  # positions whose redelivery count is remembered
 ROUNDS_PER_WAKEUP_MAX = 64  # read rounds before the loop yields to a fresh wake-up
+RETRY_DELAY_S = 1.0  # after a failed read
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A read entry with what dispatch decisions need from its metadata."""
+
+    position: Position
+    data: bytes
+    num_messages: int
+    key_hash: int
+    deliver_at_ms: int | None
 
 
 class Dispatcher:
+    """The shared machinery; subclasses decide who gets what in ``_dispatch_round``."""
+
     def __init__(
         self,
         sub_type: int,
         ledger: ManagedLedger,
         cursor: Cursor,
+        clock: Clock,
         *,
         read_batch_max: int = 100,
         read_bytes_max: int = 5 * 1024 * 1024,
@@ -41,96 +58,48 @@ class Dispatcher:
         self.sub_type = sub_type
         self._ledger = ledger
         self._cursor = cursor
+        self._clock = clock
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
         self.consumers: list[Consumer] = []
-        self._active: Consumer | None = None
-        self._replay: set[Position] = set()
         self._redelivery_counts: dict[Position, int] = {}
-        self._next_index = 0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-
-    @property
-    def single_active(self) -> bool:
-        return self.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER)
+        self.corrupted_entries = 0
 
     @property
     def active_consumer(self) -> Consumer | None:
-        return self._active
+        return None
 
-    # ---- consumers -----------------------------------------------------------------------------------
+    @property
+    def delayed_count(self) -> int:
+        return 0
+
+    # ---- consumers and events ------------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
-        self._choose_active()
         self._ensure_task()
         self.wake()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-        given_back = consumer.take_unacked()
-        if self.single_active:
-            self._count_redelivery(given_back)
-            self._choose_active()
-        else:
-            self._replay.update(given_back)
-            self._count_redelivery(given_back)
         self.wake()
-
-    def _choose_active(self) -> None:
-        if not self.single_active:
-            return
-        ranked = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
-        if self.consumers and self.sub_type == SubType.FAILOVER and ranked[0].partition >= 0:
-            # spread partitions of one topic over the consumers, as Pulsar does
-            ranked = [ranked[ranked[0].partition % len(ranked)]]
-        new_active = ranked[0] if ranked else None
-        if new_active is not self._active:
-            self._active = new_active
-            self._cursor.rewind()
-            self._notify_active_change()
-
-    def _notify_active_change(self) -> None:
-        if self.sub_type != SubType.FAILOVER:
-            return
-        for c in self.consumers:
-            if c.endpoint.is_open and c.endpoint.protocol_version >= 12:
-                cmd = proto.commands.active_consumer_change(c.consumer_id, c is self._active)
-                c.endpoint.send_frame(proto.encode_command(cmd))
-
-    # ---- events --------------------------------------------------------------------------------------
 
     def wake(self) -> None:
         self._wakeup.set()
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
-        """Give back ``positions`` (all of the consumer's unacked entries when None)."""
-        if positions is None or self.single_active:
-            taken = consumer.take_unacked()
-            self._count_redelivery(taken)
-            if self.single_active:
-                self._cursor.rewind()
-            else:
-                self._replay.update(taken)
-        else:
-            chosen = [p for p in positions if p in consumer.unacked]
-            for p in chosen:
-                consumer.forget(p)
-            self._count_redelivery(chosen)
-            self._replay.update(chosen)
-        self.wake()
+        raise NotImplementedError
 
     def acknowledged(self, positions: Iterable[Position]) -> None:
         for p in positions:
             self._redelivery_counts.pop(p, None)
-            self._replay.discard(p)
 
     def rewind_all(self) -> None:
         """After a cursor reset: forget what was in flight and start reading again."""
-        self._replay.clear()
         self._redelivery_counts.clear()
         for c in self.consumers:
             c.unacked.clear()
@@ -170,42 +139,27 @@ class Dispatcher:
                     self.wake()  # more to do: go round again after others had a turn
             except asyncio.CancelledError:
                 raise
+            except EntryCorrupted as exc:
+                self.corrupted_entries += 1
+                log.error(
+                    "cursor %s: entry %s:%s failed its checksum and is not delivered; dispatch of this "
+                    "subscription is stalled until the entry is repaired or skipped",
+                    self._cursor.name, exc.ledger_id, exc.entry_id,
+                )
+                self._retry_later()
             except Exception:
-                log.exception("dispatch failed on cursor %s; retrying on the next event", self._cursor.name)
+                log.exception("dispatch failed on cursor %s; retrying", self._cursor.name)
+                self._retry_later()
 
-    def _permits(self) -> int:
-        if self.single_active:
-            return self._active.permits if self._active is not None and not self._active.closed else 0
-        return sum(max(c.permits, 0) for c in self.consumers if not c.closed)
+    def _retry_later(self) -> None:
+        asyncio.get_running_loop().call_later(RETRY_DELAY_S, self.wake)
 
     async def _dispatch_round(self) -> bool:
         """One read and hand-out; False when there is nothing more to do now."""
-        budget = self._permits()
-        if budget <= 0:
-            return False
-        count = min(budget, self._read_batch_max)
-        entries = await self._take_replay(count) if self._replay else []
-        if not entries:
-            entries = await self._cursor.read_entries(count, self._read_bytes_max)
-        if not entries:
-            return False
-        deliveries = self._prepare(entries)
-        if deliveries:
-            await self._hand_out(deliveries)
-        return True
+        raise NotImplementedError
 
-    async def _take_replay(self, count: int) -> list[Entry]:
-        chosen = sorted(self._replay)[:count]
-        self._replay.difference_update(chosen)
-        entries = []
-        for p in chosen:
-            if self._cursor.is_acknowledged(p):
-                continue
-            entries.append(await self._ledger.read_entry(p))
-        return entries
-
-    def _prepare(self, entries: list[Entry]) -> list[Delivery]:
-        deliveries = []
+    def _prepare(self, entries: list[Entry]) -> list[Prepared]:
+        prepared = []
         markers = []
         for e in entries:
             meta = proto.parse_entry_metadata(e.data)
@@ -213,46 +167,93 @@ class Dispatcher:
                 markers.append(e.position)
                 continue
             num = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
-            deliveries.append(
-                Delivery(
-                    e.position,
-                    e.data,
-                    max(num, 1),
-                    self._redelivery_counts.get(e.position, 0),
-                    self._cursor.batch_ack_set(e.position),
-                )
-            )
+            deliver_at = int(meta.deliver_at_time) if meta.HasField("deliver_at_time") else None
+            prepared.append(Prepared(e.position, e.data, max(num, 1), key_hash(sticky_key(meta)), deliver_at))
         if markers:
             self._cursor.acknowledge(markers)
-        return deliveries
+        return prepared
 
-    async def _hand_out(self, deliveries: list[Delivery]) -> None:
-        if self.single_active:
-            active = self._active
-            if active is None or active.closed:
-                self._cursor.rewind()
-                return
+    def _delivery(self, p: Prepared) -> Delivery:
+        return Delivery(
+            p.position,
+            p.data,
+            p.num_messages,
+            self._redelivery_counts.get(p.position, 0),
+            self._cursor.batch_ack_set(p.position),
+        )
+
+
+class SingleActiveDispatcher(Dispatcher):
+    """Exclusive and Failover: one active consumer receives everything."""
+
+    def __init__(self, sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, **limits: int) -> None:
+        super().__init__(sub_type, ledger, cursor, clock, **limits)
+        self._active: Consumer | None = None
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        return self._active
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        super().add_consumer(consumer)
+        self._choose_active()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        super().remove_consumer(consumer)
+        self._count_redelivery(consumer.take_unacked())
+        self._choose_active()
+
+    def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
+        # Exclusive and Failover always redeliver everything unacked (facts §5.6)
+        self._count_redelivery(consumer.take_unacked())
+        self._cursor.rewind()
+        self.wake()
+
+    def _choose_active(self) -> None:
+        ranked = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
+        if ranked and self.sub_type == SubType.FAILOVER and ranked[0].partition >= 0:
+            # partitions of one topic are spread over the consumers, as Pulsar does
+            ranked = [ranked[ranked[0].partition % len(ranked)]]
+        new_active = ranked[0] if ranked else None
+        if new_active is not self._active:
+            self._active = new_active
+            self._cursor.rewind()
+            self._notify_active_change()
+
+    def _notify_active_change(self) -> None:
+        if self.sub_type != SubType.FAILOVER:
+            return
+        for c in self.consumers:
+            if c.endpoint.is_open and c.endpoint.protocol_version >= 12:
+                cmd = proto.commands.active_consumer_change(c.consumer_id, c is self._active)
+                c.endpoint.send_frame(proto.encode_command(cmd))
+
+    async def _dispatch_round(self) -> bool:
+        active = self._active
+        if active is None or active.closed or active.permits <= 0:
+            return False
+        count = min(active.permits, self._read_batch_max)
+        entries = await self._cursor.read_entries(count, self._read_bytes_max)
+        if not entries:
+            return False
+        if active is not self._active or active.closed:
+            self._cursor.rewind()  # the active consumer changed while we read
+            return True
+        deliveries = [self._delivery(p) for p in self._prepare(entries)]
+        if deliveries:
             active.deliver(deliveries)
             await active.endpoint.drain()
-            return
-        targets: dict[int, Consumer] = {}
-        leftover: list[Position] = []
-        for d in deliveries:
-            consumer = self._next_with_permits()
-            if consumer is None:
-                leftover.append(d.position)
-                continue
-            consumer.deliver([d])
-            targets[id(consumer)] = consumer
-        self._replay.update(leftover)
-        for c in targets.values():
-            await c.endpoint.drain()
+        return True
 
-    def _next_with_permits(self) -> Consumer | None:
-        n = len(self.consumers)
-        for i in range(n):
-            c = self.consumers[(self._next_index + i) % n]
-            if c.permits > 0 and not c.closed and c.endpoint.is_open:
-                self._next_index = (self._next_index + i + 1) % n
-                return c
-        return None
+
+def new_dispatcher(
+    sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, *, read_batch_max: int, read_bytes_max: int
+) -> Dispatcher:
+    from magnetar.broker.dispatcher_shared import KeySharedDispatcher, SharedDispatcher
+
+    limits = {"read_batch_max": read_batch_max, "read_bytes_max": read_bytes_max}
+    if sub_type == SubType.SHARED:
+        return SharedDispatcher(sub_type, ledger, cursor, clock, **limits)
+    if sub_type == SubType.KEY_SHARED:
+        return KeySharedDispatcher(sub_type, ledger, cursor, clock, **limits)
+    return SingleActiveDispatcher(sub_type, ledger, cursor, clock, **limits)

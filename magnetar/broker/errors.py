@@ -9,7 +9,8 @@ they meet the broker (``raise PersistenceError(...) from exc``).
     ├── ConsumerBusy, ProducerBusy, ProducerFenced, TopicNotFound  fatal for the client
     ├── SubscriptionNotFound, ConsumerNotFound, InvalidTopicName
     ├── NotAllowed, TopicTerminated, ChecksumError, IncompatibleSchema
-    └── ...
+    ├── ...
+    └── AdminError: NotFound, Conflict, PreconditionFailed, InvalidRequest, NotAcceptable, MethodNotAllowed
 """
 
 from __future__ import annotations
@@ -100,3 +101,34 @@ class NotAllowed(BrokerError):
 
 class ProducerFenced(BrokerError):
     server_error = PRODUCER_FENCED
+
+
+# ---- admin operations (no wire code of their own; the HTTP layer maps them to Pulsar's statuses) ----------
+
+
+class AdminError(BrokerError):
+    """An admin request the broker refuses: the server answers with a status and ``{"reason": ...}``."""
+
+
+class NotFound(AdminError):
+    """Unknown tenant, namespace, cluster, topic or subscription (HTTP 404)."""
+
+
+class Conflict(AdminError):
+    """It already exists, or the state forbids it (HTTP 409)."""
+
+
+class PreconditionFailed(AdminError):
+    """Active producers, consumers or subscriptions stand in the way (HTTP 412)."""
+
+
+class InvalidRequest(AdminError):
+    """Bad input: a malformed body, a number out of range (HTTP 400)."""
+
+
+class NotAcceptable(AdminError):
+    """A partition count that is not acceptable (HTTP 406, as Pulsar answers)."""
+
+
+class MethodNotAllowed(AdminError):
+    """The operation does not apply to this kind of topic (HTTP 405), e.g. terminating a partitioned one."""

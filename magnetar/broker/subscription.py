@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dispatcher import Dispatcher
+from magnetar.broker.dispatcher import Dispatcher, new_dispatcher
 from magnetar.broker.errors import ConsumerBusy
+from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedger, Position
 
 log = logging.getLogger("magnetar.broker.subscription")
@@ -27,6 +28,7 @@ class Subscription:
         name: str,
         ledger: ManagedLedger,
         cursor: Cursor,
+        clock: Clock,
         *,
         durable: bool,
         read_batch_max: int,
@@ -35,12 +37,14 @@ class Subscription:
         self.name = name
         self.ledger = ledger
         self.cursor = cursor
+        self.clock = clock
         self.durable = durable
         self.sub_type: int | None = None
         self.replicated = False
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
         self.dispatcher: Dispatcher | None = None
+        self._retired: list[Dispatcher] = []  # replaced by a type change; closed with the subscription
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
 
@@ -58,10 +62,13 @@ class Subscription:
             if consumer.sub_type == SubType.EXCLUSIVE:
                 raise ConsumerBusy(f"Exclusive consumer is already connected to subscription {self.name!r}")
         if self.dispatcher is None or self.dispatcher.sub_type != consumer.sub_type:
-            self.dispatcher = Dispatcher(
+            if self.dispatcher is not None:
+                self._retired.append(self.dispatcher)
+            self.dispatcher = new_dispatcher(
                 consumer.sub_type,
                 self.ledger,
                 self.cursor,
+                self.clock,
                 read_batch_max=self._read_batch_max,
                 read_bytes_max=self._read_bytes_max,
             )
@@ -139,6 +146,9 @@ class Subscription:
         return self.cursor.backlog_entries()
 
     async def close(self) -> None:
+        for retired in self._retired:
+            await retired.close()
+        self._retired.clear()
         if self.dispatcher is not None:
             await self.dispatcher.close()
         if self.durable:

@@ -82,6 +82,7 @@ class PersistentTopic:
             name,
             self.ledger,
             cursor,
+            self.clock,
             durable=durable,
             read_batch_max=self._read_batch_max,
             read_bytes_max=self._read_bytes_max,

@@ -7,7 +7,7 @@ or answered with an error (those with a request id): a confused client never har
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, SubType
@@ -62,6 +62,17 @@ def _required(conn: ServerConnection, consumer_id: int) -> tuple[Consumer, Persi
     return found
 
 
+def _key_shared_options(req: proto.pb.CommandSubscribe) -> dict[str, Any]:
+    if req.subType != SubType.KEY_SHARED or not req.HasField("keySharedMeta"):
+        return {}
+    meta = req.keySharedMeta
+    return {
+        "key_shared_mode": int(meta.keySharedMode),
+        "hash_ranges": tuple((r.start, r.end) for r in meta.hashRanges),
+        "allow_out_of_order": bool(meta.allowOutOfOrderDelivery),
+    }
+
+
 async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
     req = cmd.subscribe
     if req.consumer_id in conn.consumers:
@@ -92,6 +103,7 @@ async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: mem
         created_ms=conn.clock.now_ms(),
         metadata={kv.key: kv.value for kv in req.metadata},
         max_permits=conn.broker.config.max_consumer_permits,
+        **_key_shared_options(req),
     )
     if not conn.is_open or req.consumer_id in conn.consumers:
         raise ConsumerBusy("Connection closed or consumer id reused while subscribing")

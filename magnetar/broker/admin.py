@@ -1,0 +1,478 @@
+"""Admin operations over the broker service: clusters, tenants, namespaces and their policies, topics.
+
+This is what Pulsar's admin REST resources do, as plain async methods that raise the broker's errors
+(``NotFound``, ``Conflict``, ``PreconditionFailed``, ``InvalidRequest``...); the HTTP layer maps them to
+statuses. Tenants, namespaces and partitioned-topic metadata live under Pulsar's ``/admin/...`` keys.
+Subscription operations live in :mod:`magnetar.broker.admin_subscriptions`. This module knows no HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+from magnetar.broker.errors import (
+    BrokerError,
+    Conflict,
+    InvalidRequest,
+    InvalidTopicName,
+    MetadataError,
+    MethodNotAllowed,
+    NotAcceptable,
+    NotFound,
+    PersistenceError,
+    PreconditionFailed,
+    TopicNotFound,
+)
+from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.service import PARTITIONS_MAX, BrokerService, namespace_key, partitioned_topic_key
+from magnetar.broker.topic import TERMINATED_PROPERTY, PersistentTopic
+from magnetar.ledger.api import ManagedLedgerError, Position
+from magnetar.metadata import api as md
+
+log = logging.getLogger("magnetar.broker.admin")
+
+CLUSTERS = "/admin/clusters"
+TENANTS = "/admin/policies"
+NAMESPACES_PER_TENANT_MAX = 10_000
+TOPICS_PER_NAMESPACE_MAX = 100_000
+
+#: the policy fields a namespace's GET shows, with Pulsar's defaults
+POLICY_DEFAULTS: dict[str, Any] = {
+    "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
+    "replication_clusters": [],
+    "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+    "backlog_quota_map": {},
+    "topicDispatchRate": {},
+    "subscriptionDispatchRate": {},
+    "clusterSubscribeRate": {},
+    "publishMaxMessageRate": {},
+    "latency_stats_sample_rate": {},
+    "message_ttl_in_seconds": None,
+    "retention_policies": None,
+    "deleted": False,
+    "autoTopicCreationOverride": None,
+    "schema_auto_update_compatibility_strategy": "Full",
+}
+
+
+def tenant_key(tenant: str) -> str:
+    return f"{TENANTS}/{tenant}"
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    value = json.loads(raw) if raw else {}
+    return value if isinstance(value, dict) else {}
+
+
+class BrokerAdmin:
+    """Admin operations; one instance per broker, shared by every HTTP request."""
+
+    def __init__(self, broker: BrokerService) -> None:
+        self.broker = broker
+
+    # ---- metadata helpers ----------------------------------------------------------------------------
+
+    async def _get(self, key: str) -> md.Record | None:
+        try:
+            return await self.broker.metadata.get(key)
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+
+    async def _put(self, key: str, value: object, expected_version: int | None = None) -> None:
+        try:
+            await self.broker.metadata.put(key, json.dumps(value).encode(), expected_version)
+        except md.BadVersion as exc:
+            raise Conflict(f"Concurrent modification of {key}") from exc
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+
+    async def _delete_key(self, key: str) -> None:
+        try:
+            await self.broker.metadata.delete(key)
+        except md.NotFound:
+            return
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+
+    async def _children(self, key: str) -> list[str]:
+        try:
+            return await self.broker.metadata.children(key)
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+
+    # ---- clusters and tenants ------------------------------------------------------------------------
+
+    async def clusters(self) -> list[str]:
+        return await self._children(CLUSTERS)
+
+    async def cluster(self, name: str) -> dict[str, Any]:
+        record = await self._get(f"{CLUSTERS}/{name}")
+        if record is None:
+            raise NotFound("Cluster does not exist")
+        return _json_object(record.value)
+
+    async def tenants(self) -> list[str]:
+        return [t for t in await self._children(TENANTS) if await self.broker.metadata.exists(tenant_key(t))]
+
+    async def tenant(self, tenant: str) -> dict[str, Any]:
+        _check_segment(tenant, "tenant")
+        record = await self._get(tenant_key(tenant))
+        if record is None:
+            raise NotFound("Tenant does not exist")
+        info = _json_object(record.value)
+        return {"adminRoles": info.get("adminRoles", []), "allowedClusters": info.get("allowedClusters", [])}
+
+    async def _tenant_info(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        roles = body.get("adminRoles", [])
+        clusters = body.get("allowedClusters", [])
+        if not _string_list(roles) or not _string_list(clusters):
+            raise InvalidRequest("adminRoles and allowedClusters must be lists of strings")
+        known = set(await self.clusters())
+        unknown = [c for c in clusters if c not in known]
+        if unknown:
+            raise PreconditionFailed(f"Clusters do not exist: {unknown}")
+        return {"adminRoles": roles, "allowedClusters": clusters}
+
+    async def create_tenant(self, tenant: str, body: Mapping[str, Any]) -> None:
+        _check_segment(tenant, "tenant")
+        info = await self._tenant_info(body)
+        if await self.broker.metadata.exists(tenant_key(tenant)):
+            raise Conflict("Tenant already exists")
+        await self._put(tenant_key(tenant), info, md.NEW_KEY)
+        log.info("created tenant %s", tenant)
+
+    async def update_tenant(self, tenant: str, body: Mapping[str, Any]) -> None:
+        await self.tenant(tenant)
+        await self._put(tenant_key(tenant), await self._tenant_info(body))
+
+    async def delete_tenant(self, tenant: str, *, force: bool) -> None:
+        await self.tenant(tenant)
+        namespaces = await self.namespaces(tenant)
+        if namespaces and not force:
+            raise Conflict("The tenant still has active namespaces")
+        for ns in namespaces:
+            await self.delete_namespace(NamespaceName.parse(ns), force=True)
+        await self._delete_key(tenant_key(tenant))
+        log.info("deleted tenant %s", tenant)
+
+    # ---- namespaces ----------------------------------------------------------------------------------
+
+    async def namespaces(self, tenant: str) -> list[str]:
+        await self.tenant(tenant)
+        names = (await self._children(tenant_key(tenant)))[:NAMESPACES_PER_TENANT_MAX]
+        return [f"{tenant}/{n}" for n in names]
+
+    async def _policies_record(self, ns: NamespaceName) -> md.Record:
+        record = await self._get(namespace_key(ns))
+        if record is None:
+            raise NotFound("Namespace does not exist")
+        return record
+
+    async def policies(self, ns: NamespaceName) -> dict[str, Any]:
+        stored = _json_object((await self._policies_record(ns)).value)
+        return {**POLICY_DEFAULTS, **stored}
+
+    async def create_namespace(self, ns: NamespaceName, body: Mapping[str, Any] | None) -> None:
+        await self.tenant(ns.tenant)
+        if await self.broker.namespace_exists(ns):
+            raise Conflict("Namespace already exists")
+        stored: dict[str, Any] = {}
+        for key, value in (body or {}).items():
+            if key in POLICY_SETTERS:
+                stored[key] = POLICY_SETTERS[key](value)
+        await self._put(namespace_key(ns), stored, md.NEW_KEY)
+        log.info("created namespace %s", ns)
+
+    async def delete_namespace(self, ns: NamespaceName, *, force: bool) -> None:
+        await self._policies_record(ns)
+        topics = await self.topics(ns)
+        partitioned = await self.partitioned_topics(ns)
+        if (topics or partitioned) and not force:
+            raise Conflict("Cannot delete non empty namespace")
+        for name in partitioned:
+            await self.delete_partitioned_topic(TopicName.parse(name), force=True)
+        for name in await self.topics(ns):
+            await self.delete_topic(TopicName.parse(name), force=True)
+        await self._delete_key(namespace_key(ns))
+        log.info("deleted namespace %s", ns)
+
+    async def policy(self, ns: NamespaceName, field: str) -> Any:
+        return (await self.policies(ns)).get(field)
+
+    async def set_policy(self, ns: NamespaceName, field: str, value: Any) -> None:
+        """Validate and store one policy field (``None`` removes it), by compare-and-set."""
+        record = await self._policies_record(ns)
+        stored = _json_object(record.value)
+        if value is None:
+            stored.pop(field, None)
+        else:
+            stored[field] = POLICY_SETTERS[field](value)
+            if field == "replication_clusters":
+                known = set(await self.clusters())
+                if any(c not in known for c in stored[field]):
+                    raise PreconditionFailed("Invalid cluster id: the cluster does not exist")
+        await self._put(namespace_key(ns), stored, record.version)
+
+    # ---- topics: names, lists, creation --------------------------------------------------------------
+
+    async def topics(self, ns: NamespaceName) -> list[str]:
+        """Every persistent topic of the namespace, with the partitions of partitioned topics."""
+        await self._policies_record(ns)
+        names = set(await self.broker.list_topics(ns))
+        for parent in await self.partitioned_topics(ns):
+            count = await self.partitions(TopicName.parse(parent))
+            names.update(str(TopicName.parse(parent).partition(i)) for i in range(count))
+        return sorted(names)[:TOPICS_PER_NAMESPACE_MAX]
+
+    async def partitioned_topics(self, ns: NamespaceName) -> list[str]:
+        await self._policies_record(ns)
+        encoded = await self._children(f"/admin/partitioned-topics/{ns.tenant}/{ns.namespace}/persistent")
+        return [f"persistent://{ns}/{urllib.parse.unquote(e)}" for e in encoded[:TOPICS_PER_NAMESPACE_MAX]]
+
+    async def partitions(self, topic: TopicName) -> int:
+        """The partition count of a partitioned topic, 0 for any other name."""
+        if topic.is_partition:
+            return 0
+        record = await self._get(partitioned_topic_key(topic))
+        return int(_json_object(record.value).get("partitions", 0)) if record is not None else 0
+
+    async def exists(self, topic: TopicName) -> bool:
+        if str(topic) in self.broker.topics or await self.broker.ledgers.exists(topic.managed_ledger_name):
+            return True
+        parent = topic.partitioned_topic_name
+        return topic.is_partition and topic.partition_index < await self.partitions(parent)
+
+    async def _namespace_of(self, topic: TopicName) -> None:
+        if not topic.persistent:
+            raise MethodNotAllowed("non-persistent topics are not supported by magnetar")
+        if not await self.broker.namespace_exists(topic.namespace_name):
+            raise NotFound("Namespace does not exist")
+
+    async def create_topic(self, topic: TopicName) -> None:
+        await self._namespace_of(topic)
+        if await self.exists(topic) or await self.partitions(topic) > 0:
+            raise Conflict("This topic already exists")
+        parent = topic.partitioned_topic_name
+        if topic.is_partition and await self.partitions(parent) > 0:
+            raise Conflict(f"{parent} is a partitioned topic: its partitions are created with it")
+        await self._create_ledger(topic)
+        log.info("created topic %s", topic)
+
+    async def _create_ledger(self, topic: TopicName) -> None:
+        try:
+            ledger = await self.broker.ledgers.open(topic.managed_ledger_name, self.broker.config.managed_ledger)
+            await ledger.close()
+        except ManagedLedgerError as exc:
+            raise PersistenceError(f"Failed to create the managed ledger of {topic}: {exc}") from exc
+
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        await self._namespace_of(topic)
+        _check_partitions(partitions)
+        if topic.is_partition:
+            raise InvalidRequest("A partitioned topic's name must not end in -partition-N")
+        if await self.partitions(topic) > 0 or await self.exists(topic):
+            raise Conflict("This topic already exists")
+        await self.broker.create_partitioned_topic(topic, partitions)
+
+    async def update_partitions(self, topic: TopicName, partitions: int) -> None:
+        _check_partitions(partitions)
+        record = await self._get(partitioned_topic_key(topic))
+        if record is None:
+            raise NotFound("Partitioned topic does not exist")
+        current = int(_json_object(record.value).get("partitions", 0))
+        if partitions <= current:
+            raise InvalidRequest(f"Desired partitions {partitions} must be more than the current {current}")
+        await self._put(partitioned_topic_key(topic), {"partitions": partitions}, record.version)
+        log.info("partitioned topic %s now has %d partitions", topic, partitions)
+
+    # ---- topics: loading, deleting, unloading, terminating -------------------------------------------
+
+    async def load(self, topic: TopicName) -> PersistentTopic:
+        """The loaded topic (loading it from its ledger, or creating a declared partition); 404 if none."""
+        await self._namespace_of(topic)
+        loaded = self.broker.topics.get(str(topic))
+        if loaded is not None:
+            return loaded
+        if not await self.exists(topic):
+            raise NotFound("Topic not found" if not await self.partitions(topic) else "Topic is partitioned")
+        if not await self.broker.ledgers.exists(topic.managed_ledger_name):
+            await self._create_ledger(topic)
+        try:
+            return await self.broker.get_topic(topic, create=False)
+        except TopicNotFound as exc:
+            raise NotFound(str(exc)) from exc
+
+    async def partition_names(self, topic: TopicName) -> list[TopicName]:
+        """The partitions of a partitioned topic; 404 if it is not one."""
+        await self._namespace_of(topic)
+        count = await self.partitions(topic)
+        if count <= 0:
+            raise NotFound("Partitioned topic does not exist")
+        return [topic.partition(i) for i in range(count)]
+
+    async def targets(self, topic: TopicName) -> list[TopicName]:
+        """The partitions of a partitioned topic, else the topic itself (subscription operations fan out)."""
+        await self._namespace_of(topic)
+        count = await self.partitions(topic)
+        return [topic.partition(i) for i in range(count)] if count > 0 else [topic]
+
+    async def delete_topic(self, topic: TopicName, *, force: bool) -> None:
+        await self._namespace_of(topic)
+        if await self.partitions(topic) > 0:
+            raise Conflict(f"{topic} is a partitioned topic: delete it with its partitions")
+        if not await self.exists(topic):
+            raise NotFound("Topic not found")
+        loaded = self.broker.topics.get(str(topic))
+        if loaded is not None:
+            busy = loaded.producers or loaded.access.waiting or any(s.consumers for s in loaded.subscriptions.values())
+            if busy and not force:
+                raise PreconditionFailed("Topic has active producers/subscriptions")
+            await loaded.disconnect_clients(consumers=True)
+            if self.broker.topics.get(str(topic)) is loaded:
+                del self.broker.topics[str(topic)]
+            loaded.closed = True
+            for sub in list(loaded.subscriptions.values()):
+                await sub.close()
+            ledger = loaded.ledger
+        elif await self.broker.ledgers.exists(topic.managed_ledger_name):
+            ledger = await self.broker.ledgers.open(topic.managed_ledger_name, self.broker.config.managed_ledger)
+        else:
+            return  # a declared partition that was never written
+        try:
+            await ledger.delete()
+        except ManagedLedgerError as exc:
+            raise PersistenceError(f"Failed to delete {topic}: {exc}") from exc
+        log.info("deleted topic %s", topic)
+
+    async def delete_partitioned_topic(self, topic: TopicName, *, force: bool) -> None:
+        for partition in await self.partition_names(topic):
+            if await self.exists(partition):
+                await self.delete_topic(partition, force=force)
+        await self._delete_key(partitioned_topic_key(topic))
+        log.info("deleted partitioned topic %s", topic)
+
+    async def unload(self, topic: TopicName) -> None:
+        names = [topic]
+        if await self.partitions(topic) > 0:
+            names = await self.partition_names(topic)
+        elif not await self.exists(topic):
+            raise NotFound("Topic not found")
+        for name in names:
+            loaded = self.broker.topics.get(str(name))
+            if loaded is None:
+                continue
+            await loaded.disconnect_clients(consumers=True)
+            if self.broker.topics.get(str(name)) is loaded:
+                del self.broker.topics[str(name)]
+            await loaded.close()
+            log.info("unloaded topic %s", name)
+
+    async def terminate(self, topic: TopicName) -> dict[str, int]:
+        """Seal the topic: no producer is admitted any more; returns the last message id."""
+        if await self.partitions(topic) > 0:
+            raise MethodNotAllowed("Termination of a partitioned topic is not allowed")
+        loaded = await self.load(topic)
+        last = loaded.ledger.last_confirmed
+        try:
+            await loaded.ledger.set_properties({TERMINATED_PROPERTY: str(last)})
+        except ManagedLedgerError as exc:
+            raise PersistenceError(f"Failed to terminate {topic}: {exc}") from exc
+        await loaded.disconnect_clients(consumers=False)
+        log.info("terminated topic %s at %s", topic, last)
+        return message_id_json(last, topic.partition_index)
+
+    async def last_message_id(self, topic: TopicName) -> dict[str, int]:
+        if await self.partitions(topic) > 0:
+            raise MethodNotAllowed("Get the last message id on a partitioned topic is not allowed")
+        loaded = await self.load(topic)
+        last, batch_index = await loaded.last_message_id()
+        result = message_id_json(last, topic.partition_index)
+        if batch_index >= 0:
+            result["batchIndex"] = batch_index
+        return result
+
+
+def message_id_json(position: Position, partition: int) -> dict[str, int]:
+    return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
+
+
+def parse_topic(domain: str, tenant: str, namespace: str, encoded: str) -> TopicName:
+    """A topic from the path segments of an admin URL (the local name arrives URL-encoded)."""
+    try:
+        return TopicName.parse(f"{domain}://{tenant}/{namespace}/{urllib.parse.unquote(encoded)}")
+    except InvalidTopicName as exc:
+        raise InvalidRequest(str(exc)) from exc
+
+
+def parse_namespace(tenant: str, namespace: str) -> NamespaceName:
+    try:
+        return NamespaceName.parse(f"{tenant}/{namespace}")
+    except InvalidTopicName as exc:
+        raise InvalidRequest(str(exc)) from exc
+
+
+def _check_segment(name: str, what: str) -> None:
+    try:
+        NamespaceName.parse(f"{name}/x")
+    except BrokerError as exc:
+        raise InvalidRequest(f"Invalid {what} name: {name!r}") from exc
+
+
+def _check_partitions(partitions: int) -> None:
+    if not 0 < partitions <= PARTITIONS_MAX:
+        raise NotAcceptable(f"Number of partitions should be more than 0 and at most {PARTITIONS_MAX}")
+
+
+def _string_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value) and len(value) <= 1000
+
+
+def _int_field(value: object, what: str, low: int = -1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**63:
+        raise InvalidRequest(f"{what} must be an integer >= {low}")
+    return value
+
+
+def _retention(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        raise InvalidRequest("retention must be an object")
+    return {
+        "retentionTimeInMinutes": _int_field(value.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes"),
+        "retentionSizeInMB": _int_field(value.get("retentionSizeInMB", 0), "retentionSizeInMB"),
+    }
+
+
+def _ttl(value: Any) -> int:
+    return _int_field(value, "messageTTL", 0)
+
+
+def _clusters(value: Any) -> list[str]:
+    if not _string_list(value):
+        raise InvalidRequest("replication clusters must be a list of cluster names")
+    return list(dict.fromkeys(value))
+
+
+def _auto_topic_creation(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or not isinstance(value.get("allowAutoTopicCreation"), bool):
+        raise InvalidRequest("autoTopicCreation needs a boolean allowAutoTopicCreation")
+    topic_type = value.get("topicType", "non-partitioned")
+    if topic_type not in ("partitioned", "non-partitioned"):
+        raise NotAcceptable("topicType must be partitioned or non-partitioned")
+    result: dict[str, Any] = {"allowAutoTopicCreation": value["allowAutoTopicCreation"], "topicType": topic_type}
+    if topic_type == "partitioned":
+        partitions = _int_field(value.get("defaultNumPartitions", 1), "defaultNumPartitions", 1)
+        _check_partitions(partitions)
+        result["defaultNumPartitions"] = partitions
+    return result
+
+
+POLICY_SETTERS: dict[str, Any] = {
+    "retention_policies": _retention,
+    "message_ttl_in_seconds": _ttl,
+    "replication_clusters": _clusters,
+    "autoTopicCreationOverride": _auto_topic_creation,
+}

@@ -1,0 +1,308 @@
+"""Topic statistics as Pulsar shows them: TopicStats, PersistentTopicInternalStats, partitioned stats.
+
+The JSON keys are Pulsar's (``TopicStatsImpl``, ``SubscriptionStatsImpl``, ``ConsumerStatsImpl``,
+``PublisherStatsImpl``, ``PersistentTopicInternalStats``), because pulsar-admin, dashboards and scripts read
+them by name. Rates come from :class:`RateTracker`, which samples the counters when asked. Builders read
+the broker's objects and never change them; this module knows no HTTP.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.producer import Producer
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.topic import PersistentTopic
+from magnetar.clock import Clock
+from magnetar.ledger.api import Position
+
+RATE_WINDOW_MS = 1_000  # a rate is re-measured when its last sample is at least this old
+RATE_KEYS_MAX = 100_000
+RATE_KEY_IDLE_MS = 10 * 60 * 1000
+
+
+@dataclass(slots=True)
+class _Sample:
+    at_ms: int
+    value: float
+    rate: float
+
+
+class RateTracker:
+    """Per-second rates of monotonically growing counters, measured between successive reads."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._samples: dict[str, _Sample] = {}
+
+    def rate(self, key: str, counter: float) -> float:
+        now = self.clock.now_ms()
+        sample = self._samples.get(key)
+        if sample is None:
+            if len(self._samples) >= RATE_KEYS_MAX:
+                self._forget_idle(now)
+            self._samples[key] = _Sample(now, counter, 0.0)
+            return 0.0
+        elapsed = now - sample.at_ms
+        if elapsed >= RATE_WINDOW_MS or counter < sample.value:
+            sample.rate = max(counter - sample.value, 0.0) * 1000.0 / max(elapsed, 1)
+            sample.at_ms, sample.value = now, counter
+        return sample.rate
+
+    def _forget_idle(self, now: int) -> None:
+        for key in [k for k, s in self._samples.items() if now - s.at_ms > RATE_KEY_IDLE_MS]:
+            del self._samples[key]
+        while len(self._samples) >= RATE_KEYS_MAX:  # still full: drop the oldest
+            del self._samples[next(iter(self._samples))]
+
+
+def _pos(position: Position) -> str:
+    return f"{position.ledger_id}:{position.entry_id}"
+
+
+def publisher_stats(p: Producer, rates: RateTracker, topic: str) -> dict[str, Any]:
+    key = f"{topic}|p|{p.name}|{p.producer_id}"
+    msg_rate = rates.rate(key + "|msg", p.msg_in_counter)
+    byte_rate = rates.rate(key + "|bytes", p.bytes_in_counter)
+    return {
+        "accessMode": p.access_mode.label,
+        "msgRateIn": msg_rate,
+        "msgThroughputIn": byte_rate,
+        "averageMsgSize": byte_rate / msg_rate if msg_rate > 0 else 0.0,
+        "chunkedMessageRate": 0.0,
+        "producerId": p.producer_id,
+        "supportsPartialProducer": False,
+        "producerName": p.name,
+        "address": p.endpoint.remote_address,
+        "connectedSince": _iso(p.created_ms),
+        "clientVersion": p.endpoint.client_version,
+        "metadata": dict(p.metadata),
+    }
+
+
+def consumer_stats(c: Consumer, rates: RateTracker, topic: str) -> dict[str, Any]:
+    key = f"{topic}|c|{c.subscription_name}|{c.name}|{c.consumer_id}"
+    unacked = sum(c.unacked.values())
+    return {
+        "msgRateOut": rates.rate(key + "|msg", c.msg_out_counter),
+        "msgThroughputOut": rates.rate(key + "|bytes", c.bytes_out_counter),
+        "bytesOutCounter": c.bytes_out_counter,
+        "msgOutCounter": c.msg_out_counter,
+        "msgRateRedeliver": 0.0,
+        "messageAckRate": 0.0,
+        "chunkedMessageRate": 0.0,
+        "consumerName": c.name,
+        "availablePermits": c.permits,
+        "unackedMessages": unacked,
+        "avgMessagesPerEntry": round(unacked / len(c.unacked)) if c.unacked else 0,
+        "blockedConsumerOnUnackedMsgs": False,
+        "readPositionWhenJoining": None,
+        "address": c.endpoint.remote_address,
+        "connectedSince": _iso(c.created_ms),
+        "clientVersion": c.endpoint.client_version,
+        "lastAckedTimestamp": 0,
+        "lastConsumedTimestamp": 0,
+        "lastConsumedFlowTimestamp": 0,
+        "keyHashRanges": [],
+        "metadata": dict(c.metadata),
+    }
+
+
+def subscription_stats(sub: Subscription, rates: RateTracker, topic: str) -> dict[str, Any]:
+    consumers = [consumer_stats(c, rates, topic) for c in sub.consumers]
+    backlog = sub.backlog()
+    ranges = sub.cursor.individually_deleted_ranges()
+    active = sub.consumers[0].name if sub.consumers and sub.sub_type in (0, 2) else None
+    return {
+        "msgRateOut": sum(c["msgRateOut"] for c in consumers),
+        "msgThroughputOut": sum(c["msgThroughputOut"] for c in consumers),
+        "bytesOutCounter": sub.bytes_out_counter + sum(c["bytesOutCounter"] for c in consumers),
+        "msgOutCounter": sub.msg_out_counter + sum(c["msgOutCounter"] for c in consumers),
+        "msgRateRedeliver": 0.0,
+        "messageAckRate": 0.0,
+        "chunkedMessageRate": 0,
+        "msgBacklog": backlog,
+        "backlogSize": 0,
+        "earliestMsgPublishTimeInBacklog": 0,
+        "msgBacklogNoDelayed": backlog,
+        "blockedSubscriptionOnUnackedMsgs": False,
+        "msgDelayed": 0,
+        "unackedMessages": sum(c["unackedMessages"] for c in consumers),
+        "type": SubType.LABELS.get(sub.sub_type if sub.sub_type is not None else 0, "Exclusive"),
+        "activeConsumerName": active,
+        "msgRateExpired": 0.0,
+        "totalMsgExpired": 0,
+        "lastExpireTimestamp": 0,
+        "lastConsumedFlowTimestamp": 0,
+        "lastConsumedTimestamp": 0,
+        "lastAckedTimestamp": 0,
+        "lastMarkDeleteAdvancedTimestamp": 0,
+        "consumers": consumers,
+        "isDurable": sub.durable,
+        "isReplicated": sub.replicated,
+        "allowOutOfOrderDelivery": False,
+        "keySharedMode": "AUTO_SPLIT" if sub.sub_type == SubType.KEY_SHARED else None,
+        "consumersAfterMarkDeletePosition": {},
+        "nonContiguousDeletedMessagesRanges": len(ranges),
+        "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "delayedMessageIndexSizeInBytes": 0,
+        "subscriptionProperties": {k: str(v) for k, v in sub.cursor.properties.items()},
+        "filterProcessedMsgCount": 0,
+        "filterAcceptedMsgCount": 0,
+        "filterRejectedMsgCount": 0,
+        "filterRescheduledMsgCount": 0,
+    }
+
+
+def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") -> dict[str, Any]:
+    """TopicStats of one (non-partitioned or partition) topic."""
+    name = str(topic.name)
+    subs = {n: subscription_stats(s, rates, name) for n, s in topic.subscriptions.items()}
+    msg_rate_in = rates.rate(name + "|in|msg", topic.msg_in_counter)
+    byte_rate_in = rates.rate(name + "|in|bytes", topic.bytes_in_counter)
+    ranges = sum(s["nonContiguousDeletedMessagesRanges"] for s in subs.values())
+    return {
+        "msgRateIn": msg_rate_in,
+        "msgThroughputIn": byte_rate_in,
+        "msgRateOut": sum(s["msgRateOut"] for s in subs.values()),
+        "msgThroughputOut": sum(s["msgThroughputOut"] for s in subs.values()),
+        "bytesInCounter": topic.bytes_in_counter,
+        "msgInCounter": topic.msg_in_counter,
+        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs.values()),
+        "msgOutCounter": sum(s["msgOutCounter"] for s in subs.values()),
+        "averageMsgSize": byte_rate_in / msg_rate_in if msg_rate_in > 0 else 0.0,
+        "msgChunkPublished": False,
+        "storageSize": topic.ledger.total_size_bytes(),
+        "backlogSize": 0,
+        "publishRateLimitedTimes": 0,
+        "earliestMsgPublishTimeInBacklogs": 0,
+        "offloadedStorageSize": 0,
+        "lastOffloadLedgerId": 0,
+        "lastOffloadSuccessTimeStamp": 0,
+        "lastOffloadFailureTimeStamp": 0,
+        "ongoingTxnCount": 0,
+        "abortedTxnCount": 0,
+        "committedTxnCount": 0,
+        "publishers": [publisher_stats(p, rates, name) for p in topic.producers.values()],
+        "waitingPublishers": len(topic.access.waiting),
+        "subscriptions": subs,
+        "replication": {},
+        "deduplicationStatus": "Enabled" if topic.dedup_enabled else "Disabled",
+        "topicEpoch": topic.current_epoch(),
+        "nonContiguousDeletedMessagesRanges": ranges,
+        "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "delayedMessageIndexSizeInBytes": 0,
+        "compaction": {"lastCompactionRemovedEventCount": 0, "lastCompactionSucceedTimestamp": 0,
+                       "lastCompactionFailedTimestamp": 0, "lastCompactionDurationTimeInMills": 0},
+        "ownerBroker": owner,
+    }
+
+
+_SUMMED = (
+    "msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter", "msgInCounter",
+    "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize", "offloadedStorageSize",
+    "waitingPublishers", "nonContiguousDeletedMessagesRanges",
+)
+_SUB_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter", "msgBacklog",
+               "msgBacklogNoDelayed", "unackedMessages", "backlogSize", "msgDelayed")
+
+
+def partitioned_stats(
+    partitions: dict[str, dict[str, Any]], count: int, *, per_partition: bool
+) -> dict[str, Any]:
+    """PartitionedTopicStats: the partitions' TopicStats summed, plus metadata and (optionally) each one."""
+    stats: dict[str, Any] = {key: 0 for key in _SUMMED}
+    stats.update({"msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgRateOut": 0.0, "msgThroughputOut": 0.0})
+    publishers: list[dict[str, Any]] = []
+    subs: dict[str, dict[str, Any]] = {}
+    for part in partitions.values():
+        for key in _SUMMED:
+            stats[key] += part[key]
+        publishers.extend(part["publishers"])
+        for name, sub in part["subscriptions"].items():
+            into = subs.setdefault(name, {**sub, **{k: 0 for k in _SUB_SUMMED}, "consumers": []})
+            for key in _SUB_SUMMED:
+                into[key] += sub[key]
+            into["consumers"].extend(sub["consumers"])
+    first = next(iter(partitions.values()), None)
+    for key, value in (first or {}).items():
+        stats.setdefault(key, value)
+    stats["averageMsgSize"] = stats["msgThroughputIn"] / stats["msgRateIn"] if stats["msgRateIn"] > 0 else 0.0
+    stats.update({"publishers": publishers, "subscriptions": subs, "metadata": {"partitions": count}})
+    stats["partitions"] = partitions if per_partition else {}
+    return stats
+
+
+def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
+    """PersistentTopicInternalStats: the managed ledger, its ledgers and its cursors."""
+    ledger = topic.ledger
+    summaries = ledger.ledgers()
+    current = summaries[-1] if summaries else None
+    state = getattr(ledger, "state", None)
+    opened = state is None or getattr(state, "value", "") == "open"
+    cursors = {}
+    for name, sub in topic.subscriptions.items():
+        cursors[name] = cursor_stats(sub)
+    for name, cursor in ledger.cursors.items():  # system cursors (deduplication) have no subscription
+        if name not in cursors:
+            cursors[name] = _cursor_json(cursor.mark_delete_position, cursor.read_position, [], 0, cursor.properties)
+    return {
+        "entriesAddedCounter": ledger.entries_added,
+        "numberOfEntries": ledger.number_of_entries(),
+        "totalSize": ledger.total_size_bytes(),
+        "currentLedgerEntries": current.entries if current else 0,
+        "currentLedgerSize": current.size_bytes if current else 0,
+        "lastLedgerCreatedTimestamp": _iso(current.created_ms) if current else "",
+        "lastLedgerCreationFailureTimestamp": None,
+        "waitingCursorsCount": 0,
+        "pendingAddEntriesCount": 0,
+        "lastConfirmedEntry": _pos(ledger.last_confirmed),
+        "state": "LedgerOpened" if opened else "Closed",
+        "ledgers": [
+            {"ledgerId": s.ledger_id, "entries": s.entries, "size": s.size_bytes, "offloaded": False,
+             "metadata": None, "underReplicated": False}
+            for s in summaries
+        ],
+        "cursors": cursors,
+        "schemaLedgers": [],
+        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False},
+        "properties": dict(ledger.properties),
+    }
+
+
+def cursor_stats(sub: Subscription) -> dict[str, Any]:
+    cursor = sub.cursor
+    ranges = cursor.individually_deleted_ranges()
+    return _cursor_json(cursor.mark_delete_position, cursor.read_position, ranges, sub.backlog(), cursor.properties)
+
+
+def _cursor_json(
+    mark_delete: Position, read: Position, ranges: list[tuple[Position, Position]], backlog: int,
+    properties: Any,
+) -> dict[str, Any]:
+    shown = ", ".join(f"({_pos(lo)}..{_pos(hi)}]" for lo, hi in ranges[:1000])
+    return {
+        "markDeletePosition": _pos(mark_delete),
+        "readPosition": _pos(read),
+        "waitingReadOp": False,
+        "pendingReadOps": 0,
+        "messagesConsumedCounter": 0,
+        "cursorLedger": -1,
+        "cursorLedgerLastEntry": -1,
+        "individuallyDeletedMessages": f"[{shown}]",
+        "lastLedgerSwitchTimestamp": "",
+        "state": "Open",
+        "numberOfEntriesSinceFirstNotAckedMessage": backlog,
+        "totalNonContiguousDeletedMessagesRange": len(ranges),
+        "subscriptionHavePendingRead": False,
+        "subscriptionHavePendingReplayRead": False,
+        "properties": {k: int(v) for k, v in dict(properties).items()},
+    }
+
+
+def _iso(ms: int) -> str:
+    """Pulsar prints connection and ledger times as ISO-8601 UTC."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
