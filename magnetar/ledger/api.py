@@ -14,7 +14,8 @@ Errors::
     ├── ManagedLedgerFenced   another writer took the ledger list (metadata version conflict)
     ├── ManagedLedgerClosed   operation on a closed ledger or cursor
     ├── CursorNotFound        no cursor with that name
-    └── InvalidPosition       a position that can never exist in this ledger (bad input from a client)
+    ├── InvalidPosition       a position that can never exist in this ledger (bad input from a client)
+    └── EntryCorruptedError   a stored entry failed its checksum (carries the position); never served as data
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ class CursorNotFound(ManagedLedgerError):
 
 class InvalidPosition(ManagedLedgerError):
     pass
+
+
+class EntryCorruptedError(ManagedLedgerError):
+    """A stored entry failed its checksum. ``position`` is the first damaged entry of the read; the
+    entries before it in the same read were fine (the reader may retry from ``position``'s successor)."""
+
+    def __init__(self, message: str, position: Position) -> None:
+        super().__init__(message)
+        self.position = position
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -85,6 +95,32 @@ class ManagedLedgerConfig:
     min_ledger_rollover_time_ms: int = 10 * 60 * 1000  # managedLedgerMinLedgerRolloverTimeMinutes
     cursor_persist_interval_ms: int = 100  # acks exposed to redelivery after a crash, at most
     max_unacked_ranges_to_persist: int = 10_000  # managedLedgerMaxUnackedRangesToPersist
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionPolicy:
+    """How long data every cursor has consumed is kept (Pulsar's retention). For each limit a negative
+    value means unlimited and 0 means none; a consumed ledger goes once it is past either limit."""
+
+    time_ms: int = 0  # defaultRetentionTimeInMinutes / retentionTimeInMinutes
+    size_bytes: int = 0  # defaultRetentionSizeInMB / retentionSizeInMB
+
+
+@dataclass(frozen=True, slots=True)
+class TrimResult:
+    """What one trim did: the ledgers that left the managed ledger, and those whose storage delete failed
+    (they are no longer referenced; their custom metadata names the owner for a later clean-up)."""
+
+    trimmed: tuple[LedgerSummary, ...] = ()
+    delete_failed: tuple[int, ...] = ()
+
+    @property
+    def entries(self) -> int:
+        return sum(x.entries for x in self.trimmed)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(x.size_bytes for x in self.trimmed)
 
 
 class Cursor(Protocol):
@@ -225,6 +261,16 @@ class ManagedLedger(Protocol):
         ...
 
     async def delete_cursor(self, name: str) -> None:
+        ...
+
+    async def trim(self, retention: RetentionPolicy) -> TrimResult:
+        """Drop the ledgers every durable cursor has consumed and that are past ``retention`` (never the
+        current one): the managed-ledger record first (compare-and-set), then storage. Added with retention."""
+        ...
+
+    @property
+    def corrupted_entries(self) -> int:
+        """Entries reads found damaged since this ledger was opened (each read of one counts once)."""
         ...
 
     async def close(self) -> None:

@@ -7,7 +7,9 @@ message contents; reads storage only through its host (the managed ledger).
 
 Persistence is debounced: a change schedules one task per cursor that waits ``cursor_persist_interval_ms``
 (through an injectable ``sleep_ms``) then writes the state once, merging every change made meanwhile.
-``flush``, ``reset`` and ``close`` write immediately. Positions from the network are clamped into the
+``flush``, ``reset`` and ``close`` write immediately. A read that meets a corrupted entry returns the good
+entries before it; a read that starts at it raises :class:`EntryCorruptedError` and leaves the read position
+there (skipping it, by ack or seek, is the caller's decision). Positions from the network are clamped into the
 stored range (``seek``, ``reset``) or ignored when they are not entries (acks); they never raise.
 """
 
@@ -22,6 +24,7 @@ from typing import Protocol
 from magnetar.ledger.acks import AckState
 from magnetar.ledger.api import (
     Entry,
+    EntryCorruptedError,
     ManagedLedgerClosed,
     ManagedLedgerConfig,
     ManagedLedgerError,
@@ -158,7 +161,12 @@ class ManagedCursor:
             if not ledgers.is_entry(position):
                 break
             last_entry = self._run_last_entry(position, max_entries - len(entries))
-            datas = await self._host.read_range(position.ledger_id, position.entry_id, last_entry)
+            try:
+                datas = await self._host.read_range(position.ledger_id, position.entry_id, last_entry)
+            except EntryCorruptedError:
+                if not entries:
+                    raise  # the first entry to read is damaged: the reader hears of it, the position stays
+                break  # return the good entries first; the next read starts at the damaged one
             for offset, data in enumerate(datas):
                 entries.append(Entry(Position(position.ledger_id, position.entry_id + offset), data))
                 size_bytes += len(data)

@@ -29,6 +29,7 @@ from magnetar.ledger.acks import AckState
 from magnetar.ledger.api import (
     CursorNotFound,
     Entry,
+    EntryCorruptedError,
     InitialPosition,
     InvalidPosition,
     LedgerSummary,
@@ -37,13 +38,16 @@ from magnetar.ledger.api import (
     ManagedLedgerError,
     ManagedLedgerFenced,
     Position,
+    RetentionPolicy,
+    TrimResult,
 )
 from magnetar.ledger.cursor import CursorPersistence, ManagedCursor, SleepMs
 from magnetar.ledger.formats import CursorRecord, LedgerRecord, cursor_key, encode_cursor, encode_ledger, ledger_key
 from magnetar.ledger.ledger_list import LedgerList
 from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState, check_transition
+from magnetar.ledger.trim import ledgers_to_trim
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore, NotFound
-from magnetar.storage.api import LedgerNotFound, LedgerSealed, LedgerStore, StorageError
+from magnetar.storage.api import EntryCorrupted, LedgerNotFound, LedgerSealed, LedgerStore, StorageError
 
 log = logging.getLogger("magnetar.ledger")
 
@@ -88,6 +92,7 @@ class ManagedLedgerImpl:
         self._pending_entries = 0
         self._pending_bytes = 0
         self._current_broken = False
+        self._corrupted_entries = 0
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -188,12 +193,30 @@ class ManagedLedgerImpl:
 
     # ---- reads ---------------------------------------------------------------------------------------------
 
+    @property
+    def corrupted_entries(self) -> int:
+        return self._corrupted_entries
+
     async def read_range(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
         self._require_readable()
         try:
             return await self._store.read(ledger_id, first_entry, last_entry)
+        except EntryCorrupted as exc:
+            bad = exc.entry_id if exc.entry_id is not None else first_entry
+            if first_entry < bad <= last_entry:  # serve the good entries before the damage; the next read hits it
+                return await self.read_range(ledger_id, first_entry, bad - 1)
+            raise self._corrupted(ledger_id, first_entry, exc) from exc
         except StorageError as exc:
             raise ManagedLedgerError(f"{self._name}: read {ledger_id}:{first_entry}..{last_entry}: {exc}") from exc
+
+    def _corrupted(self, ledger_id: int, first_entry: int, exc: EntryCorrupted) -> EntryCorruptedError:
+        """Loud on purpose: a damaged entry is never served as data, and operators must hear of it."""
+        entry_id = exc.entry_id if exc.entry_id is not None else first_entry
+        position = Position(ledger_id, entry_id)
+        self._corrupted_entries += 1
+        log.error("%s: entry %s is corrupted (checksum mismatch in storage); it will not be served", self._name,
+                  position)
+        return EntryCorruptedError(f"{self._name}: entry {position} is corrupted: {exc}", position)
 
     async def read_entry(self, position: Position) -> Entry:
         if not self._ledgers.is_entry(position):
@@ -338,6 +361,44 @@ class ManagedLedgerImpl:
             merged = {**self._properties, **{str(k): str(v) for k, v in updates.items()}}
             await self._write_record(self._ledgers.summaries(), merged)
             self._properties = merged
+
+    # ---- trimming -------------------------------------------------------------------------------------------
+
+    async def trim(self, retention: RetentionPolicy) -> TrimResult:
+        """One phase: the record without the trimmed ledgers (compare-and-set), then the storage deletes.
+
+        Holds the admission lock so no rollover writes an older ledger list over ours."""
+        self._require_writable()
+        async with self._admit_lock:
+            self._require_writable()
+            mark_deletes = [c.mark_delete_position for c in self._cursors.values()]
+            chosen = ledgers_to_trim(self._ledgers.summaries(), mark_deletes, retention, self._clock.now_ms())
+            if not chosen:
+                return TrimResult()
+            gone = {x.ledger_id for x in chosen}
+            async with self._meta_lock:
+                kept = [x for x in self._ledgers.summaries() if x.ledger_id not in gone]
+                await self._write_record(kept, self._properties)
+            for ledger_id in sorted(gone):
+                self._ledgers.remove(ledger_id)
+        failed = await self._delete_trimmed(sorted(gone))
+        result = TrimResult(tuple(chosen), tuple(failed))
+        log.info("%s: trimmed %d ledgers (%d entries, %d bytes): %s", self._name, len(chosen), result.entries,
+                 result.size_bytes, sorted(gone))
+        return result
+
+    async def _delete_trimmed(self, ledger_ids: list[int]) -> list[int]:
+        failed: list[int] = []
+        for ledger_id in ledger_ids:
+            try:
+                await self._store.delete(ledger_id)
+            except LedgerNotFound:
+                pass
+            except StorageError as exc:
+                log.warning("%s: trimmed ledger %d could not be deleted from storage: %s", self._name, ledger_id,
+                            exc)
+                failed.append(ledger_id)
+        return failed
 
     # ---- cursors -------------------------------------------------------------------------------------------
 

@@ -1,0 +1,256 @@
+"""Fault injection for ledger stores: a wrapper that fails operations, and a store whose disk can crash.
+
+Two pieces, used by the simulator (``tests/sim``) and by fault tests:
+
+* :class:`FaultyLedgerStore` wraps any :class:`~magnetar.storage.api.LedgerStore` and, as its
+  :class:`FaultPlan` decides (fail after N operations, fail at random with a probability), raises
+  :class:`~magnetar.storage.api.StorageIOError` *instead of* performing the operation: exactly what the
+  contract says a disk error does (the append did not happen).
+* :class:`CrashableLedgerStore` keeps its ledgers on a :class:`SimDisk` that tells written entries from
+  synced ones. An append writes at once and becomes durable (and visible) at the next group sync, a few
+  event-loop turns later; :meth:`SimDisk.crash` is a power cut: every unsynced entry is dropped (or, if
+  asked, a random prefix of them survives, as a disk may flush on its own), and every store opened on the
+  disk before the crash is dead (all its operations raise StoreClosed). Ledger creation, seal and delete
+  are durable when they return, as the embedded store's atomic sidecar replacement makes them.
+
+Everything is deterministic for a given seed and operation order: no threads, no real time. This module
+knows nothing of topics, cursors or the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from magnetar.storage import _rules
+from magnetar.storage._rules import LedgerState
+from magnetar.storage.api import LedgerInfo, LedgerNotFound, LedgerStore, StorageIOError, StoreClosed
+
+#: Event-loop turns an append may wait before its sync round (drawn per append from the disk's rng).
+SYNC_DELAY_TURNS_MAX = 3
+
+STORAGE_OPS = frozenset({"create_ledger", "append", "read", "info", "seal", "delete", "list_ledgers"})
+
+
+class FaultPlan:
+    """Decides which operations fail: the first ``fail_after_ops`` pass, then every one fails (a full disk),
+    and independently each fails with ``fail_probability``. Only operations named in ``ops`` are counted."""
+
+    def __init__(
+        self,
+        rng: random.Random,
+        *,
+        fail_after_ops: int | None = None,
+        fail_probability: float = 0.0,
+        ops: frozenset[str] = STORAGE_OPS,
+    ) -> None:
+        self.rng = rng
+        self.ops = ops
+        self.fail_after_ops = fail_after_ops
+        self.fail_probability = fail_probability
+        self.operations = 0
+        self.injected = 0
+
+    def arm(self, *, fail_after_ops: int | None = None, fail_probability: float = 0.0) -> None:
+        self.operations = 0
+        self.fail_after_ops = fail_after_ops
+        self.fail_probability = fail_probability
+
+    def disarm(self) -> None:
+        self.arm()
+
+    @property
+    def armed(self) -> bool:
+        return self.fail_after_ops is not None or self.fail_probability > 0
+
+    def should_fail(self, op: str) -> bool:
+        if op not in self.ops or not self.armed:
+            return False
+        self.operations += 1
+        fail = self.fail_after_ops is not None and self.operations > self.fail_after_ops
+        if not fail and self.fail_probability > 0:
+            fail = self.rng.random() < self.fail_probability
+        if fail:
+            self.injected += 1
+        return fail
+
+
+class FaultyLedgerStore:
+    """A :class:`~magnetar.storage.api.LedgerStore` that fails operations as its plan says."""
+
+    def __init__(self, inner: LedgerStore, plan: FaultPlan) -> None:
+        self.inner = inner
+        self.plan = plan
+
+    def _maybe_fail(self, op: str, ledger_id: int | None = None) -> None:
+        if self.plan.should_fail(op):
+            raise StorageIOError(f"injected fault: {op} failed (No space left on device)", ledger_id=ledger_id)
+
+    async def create_ledger(self, custom_metadata: Mapping[str, str]) -> LedgerInfo:
+        self._maybe_fail("create_ledger")
+        return await self.inner.create_ledger(custom_metadata)
+
+    async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
+        self._maybe_fail("append", ledger_id)
+        return await self.inner.append(ledger_id, data)
+
+    async def read(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
+        self._maybe_fail("read", ledger_id)
+        return await self.inner.read(ledger_id, first_entry, last_entry)
+
+    async def info(self, ledger_id: int) -> LedgerInfo:
+        self._maybe_fail("info", ledger_id)
+        return await self.inner.info(ledger_id)
+
+    async def seal(self, ledger_id: int) -> LedgerInfo:
+        self._maybe_fail("seal", ledger_id)
+        return await self.inner.seal(ledger_id)
+
+    async def delete(self, ledger_id: int) -> None:
+        self._maybe_fail("delete", ledger_id)
+        await self.inner.delete(ledger_id)
+
+    async def list_ledgers(self) -> Sequence[int]:
+        self._maybe_fail("list_ledgers")
+        return await self.inner.list_ledgers()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+# ---- a disk that can lose power ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _DiskLedger:
+    ledger_id: int
+    created_ms: int
+    custom_metadata: dict[str, str]
+    state: LedgerState = LedgerState.OPEN
+    entries: list[bytes] = field(default_factory=list)
+    synced: int = 0  # entries[:synced] are durable and visible
+
+    def info(self) -> LedgerInfo:
+        return LedgerInfo(
+            ledger_id=self.ledger_id,
+            entries=self.synced,
+            size_bytes=sum(len(e) for e in self.entries[: self.synced]),
+            sealed=self.state is LedgerState.SEALED,
+            created_ms=self.created_ms,
+            custom_metadata=dict(self.custom_metadata),
+        )
+
+
+class SimDisk:
+    """What survives a crash: ledgers, their written and synced entries, the next ledger id."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.ledgers: dict[int, _DiskLedger] = {}
+        self.next_id = _rules.FIRST_LEDGER_ID
+        self.generation = 0  # bumped by every crash; stores of an older generation are dead
+
+    def crash(self, *, keep_unsynced_probability: float = 0.0) -> int:
+        """Power cut. Drops unsynced entries (each ledger may keep a random prefix of them with
+        ``keep_unsynced_probability``); returns how many entries were dropped."""
+        self.generation += 1
+        dropped = 0
+        for ledger in self.ledgers.values():
+            keep = ledger.synced
+            unsynced = len(ledger.entries) - keep
+            if unsynced and self.rng.random() < keep_unsynced_probability:
+                keep += self.rng.randint(0, unsynced)
+            dropped += len(ledger.entries) - keep
+            del ledger.entries[keep:]
+            ledger.synced = keep
+        return dropped
+
+    def unsynced_entries(self) -> int:
+        return sum(len(x.entries) - x.synced for x in self.ledgers.values())
+
+
+class CrashableLedgerStore:
+    """A :class:`~magnetar.storage.api.LedgerStore` on a :class:`SimDisk`, with group-commit-like syncs."""
+
+    def __init__(self, disk: SimDisk, *, now_ms: int = 0) -> None:
+        self._disk = disk
+        self._generation = disk.generation
+        self._now_ms = now_ms
+        self._closed = False
+
+    def set_now_ms(self, now_ms: int) -> None:
+        """Creation times come from the simulator's clock (the disk has none of its own)."""
+        self._now_ms = now_ms
+
+    def _check_alive(self) -> None:
+        if self._closed or self._disk.generation != self._generation:
+            raise StoreClosed("ledger store is closed (or its process crashed)")
+
+    def _ledger(self, ledger_id: int) -> _DiskLedger:
+        self._check_alive()
+        ledger = self._disk.ledgers.get(ledger_id)
+        if ledger is None:
+            raise LedgerNotFound(f"no ledger {ledger_id}", ledger_id=ledger_id)
+        return ledger
+
+    async def create_ledger(self, custom_metadata: Mapping[str, str]) -> LedgerInfo:
+        self._check_alive()
+        metadata = _rules.copy_metadata(custom_metadata)
+        ledger = _DiskLedger(self._disk.next_id, self._now_ms, metadata)
+        self._disk.next_id += 1
+        self._disk.ledgers[ledger.ledger_id] = ledger
+        return ledger.info()
+
+    async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
+        ledger = self._ledger(ledger_id)
+        _rules.check_appendable(ledger_id, ledger.state)
+        payload = bytes(data)
+        _rules.check_entry_size(ledger_id, len(payload))
+        ledger.entries.append(payload)
+        entry_id = len(ledger.entries) - 1
+        for _ in range(self._disk.rng.randint(1, SYNC_DELAY_TURNS_MAX)):  # bounded: the sync delay
+            await asyncio.sleep(0)
+        self._check_alive()  # a crash while waiting: the write may be lost, the append never completes
+        if self._disk.ledgers.get(ledger_id) is not ledger or len(ledger.entries) <= entry_id:
+            raise StorageIOError(f"ledger {ledger_id}: entry {entry_id} was lost before its sync", ledger_id)
+        ledger.synced = max(ledger.synced, len(ledger.entries))  # one sync covers every write so far
+        return entry_id
+
+    async def read(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
+        ledger = self._ledger(ledger_id)
+        _rules.check_range(ledger_id, first_entry, last_entry, ledger.synced)
+        return ledger.entries[first_entry : last_entry + 1]
+
+    async def info(self, ledger_id: int) -> LedgerInfo:
+        return self._ledger(ledger_id).info()
+
+    async def seal(self, ledger_id: int) -> LedgerInfo:
+        ledger = self._ledger(ledger_id)
+        if ledger.state is LedgerState.OPEN:
+            ledger.state = LedgerState.SEALED
+            ledger.synced = len(ledger.entries)  # sealing drains the pending writes
+        return ledger.info()
+
+    async def delete(self, ledger_id: int) -> None:
+        self._ledger(ledger_id)
+        del self._disk.ledgers[ledger_id]
+
+    async def list_ledgers(self) -> Sequence[int]:
+        self._check_alive()
+        return sorted(self._disk.ledgers)
+
+    async def close(self) -> None:
+        if not self._closed and self._disk.generation == self._generation:
+            for ledger in self._disk.ledgers.values():
+                ledger.synced = len(ledger.entries)
+        self._closed = True
+
+
+if TYPE_CHECKING:
+    _conforms: tuple[LedgerStore, LedgerStore] = (
+        FaultyLedgerStore(CrashableLedgerStore(SimDisk(random.Random(0))), FaultPlan(random.Random(0))),
+        CrashableLedgerStore(SimDisk(random.Random(0))),
+    )
