@@ -78,6 +78,10 @@ class AckGroupingTracker:
         cumulative = self._cumulative[0] if self._cumulative is not None else self._cumulative_sent
         return mid.entry <= cumulative or self._individual.get(mid.entry, 0) is None
 
+    def forget_sent(self) -> None:
+        """After a seek the broker may resend what was acked before: stop filtering it."""
+        self._cumulative_sent = (-1, -1)
+
     def take_commands(self, consumer_id: int) -> list[pb.BaseCommand]:
         """ACK commands for everything pending (cumulative first), and forget them."""
         out: list[pb.BaseCommand] = []

@@ -8,7 +8,7 @@ producer/consumer manages its own reconnects. Knows nothing of frames.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -208,7 +208,7 @@ class Client:
     async def read(
         self, topic: str, *, start: StartAt = "earliest", end: StartAt | None = "latest", inclusive: bool = False,
         timeout_ms: float | None = None,
-    ) -> AsyncIterator[Message]:
+    ) -> AsyncGenerator[Message, None]:
         """Messages from ``start`` up to and including ``end`` (``"latest"``: the last one when called)."""
         reader = await self.create_reader(topic, start, inclusive=inclusive)
         try:

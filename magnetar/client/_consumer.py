@@ -427,6 +427,8 @@ class Consumer:
             self._filter = None
             build = lambda rid: commands.seek(self._id, rid, publish_time_ms=target)  # noqa: E731
         self._last_taken = None
+        self._flush_acks()
+        self._acks.forget_sent()
         await conn.request(build)
         if self._generation == generation and self._life.state is _S.READY:
             self._queue.drop(self)  # a broker that did not close us: drop what predates the seek
