@@ -117,8 +117,8 @@ def subscription_stats(sub: Subscription, rates: RateTracker, topic: str) -> dic
     ranges = sub.cursor.individually_deleted_ranges()
     active = sub.consumers[0].name if sub.consumers and sub.sub_type in (0, 2) else None
     return {
-        "msgRateOut": sum(c["msgRateOut"] for c in consumers),
-        "msgThroughputOut": sum(c["msgThroughputOut"] for c in consumers),
+        "msgRateOut": sum((c["msgRateOut"] for c in consumers), 0.0),
+        "msgThroughputOut": sum((c["msgThroughputOut"] for c in consumers), 0.0),
         "bytesOutCounter": sub.bytes_out_counter + sum(c["bytesOutCounter"] for c in consumers),
         "msgOutCounter": sub.msg_out_counter + sum(c["msgOutCounter"] for c in consumers),
         "msgRateRedeliver": 0.0,
@@ -167,8 +167,8 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
     return {
         "msgRateIn": msg_rate_in,
         "msgThroughputIn": byte_rate_in,
-        "msgRateOut": sum(s["msgRateOut"] for s in subs.values()),
-        "msgThroughputOut": sum(s["msgThroughputOut"] for s in subs.values()),
+        "msgRateOut": sum((s["msgRateOut"] for s in subs.values()), 0.0),
+        "msgThroughputOut": sum((s["msgThroughputOut"] for s in subs.values()), 0.0),
         "bytesInCounter": topic.bytes_in_counter,
         "msgInCounter": topic.msg_in_counter,
         "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs.values()),

@@ -1,6 +1,5 @@
-"""The HTTP side of the broker (aiohttp, in the broker's event loop): ``/metrics`` and ``/status.html``.
-
-The admin API (``/admin/v2/...``) joins this application in its own module.
+"""The HTTP side of the broker (aiohttp, in the broker's event loop): ``/metrics``, ``/status.html`` and
+the admin API (``/admin/v2/...``, :mod:`magnetar.server.admin`).
 """
 
 from __future__ import annotations
@@ -9,11 +8,16 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from magnetar.broker.service import BrokerService
+from magnetar.broker.stats import RateTracker
+from magnetar.server.admin import add_admin_routes, error_middleware
 from magnetar.server.metrics import broker_registry
+
+REQUEST_BYTES_MAX = 1024 * 1024
 
 
 def web_app(broker: BrokerService) -> web.Application:
-    registry = broker_registry(broker)
+    rates = RateTracker(broker.clock)
+    registry = broker_registry(broker, RateTracker(broker.clock))
 
     async def metrics(_: web.Request) -> web.Response:
         body = generate_latest(registry)
@@ -22,8 +26,9 @@ def web_app(broker: BrokerService) -> web.Application:
     async def status(_: web.Request) -> web.Response:
         return web.Response(text="OK")
 
-    app = web.Application(client_max_size=1024 * 1024)
+    app = web.Application(client_max_size=REQUEST_BYTES_MAX, middlewares=[error_middleware])
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/metrics/", metrics)
     app.router.add_get("/status.html", status)
+    add_admin_routes(app, broker, rates)
     return app

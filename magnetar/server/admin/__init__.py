@@ -1,0 +1,37 @@
+"""The HTTP admin API on Pulsar's ``/admin/v2/...`` paths, with its OpenAPI document at
+``/admin/v2/openapi.json``. Handlers call :mod:`magnetar.broker.admin`; this package only translates HTTP.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.broker.admin import BrokerAdmin
+from magnetar.broker.service import BrokerService
+from magnetar.broker.stats import RateTracker
+from magnetar.server.admin.openapi import openapi_document
+from magnetar.server.admin.routes import Route, error_middleware
+from magnetar.server.admin.tenants import tenant_routes
+from magnetar.server.admin.topics import topic_routes
+
+OPENAPI_PATH = "/admin/v2/openapi.json"
+
+__all__ = ["OPENAPI_PATH", "add_admin_routes", "admin_routes", "error_middleware"]
+
+
+def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
+    admin = BrokerAdmin(broker)
+    return [*tenant_routes(admin, rates), *topic_routes(admin, rates)]
+
+
+def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:
+    """Register every admin route (static paths first, so ``.../partitioned`` is not taken for a topic)."""
+    routes = admin_routes(broker, rates)
+    document = openapi_document(routes)
+
+    async def openapi(_: web.Request) -> web.Response:
+        return web.json_response(document)
+
+    app.router.add_get(OPENAPI_PATH, openapi)
+    for route in sorted(routes, key=lambda r: r.path.count("{")):
+        app.router.add_route(route.method, route.path, route.handler)

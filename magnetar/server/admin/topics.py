@@ -1,0 +1,200 @@
+"""Admin routes for persistent topics and their subscriptions (Pulsar's ``PersistentTopics`` resource).
+
+``/admin/v2/persistent/{tenant}/{namespace}/{topic}/...``: the topic's local name arrives URL-encoded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.broker.admin import BrokerAdmin, parse_namespace, parse_topic
+from magnetar.broker.admin_subscriptions import SubscriptionAdmin
+from magnetar.broker.names import TopicName
+from magnetar.broker.stats import RateTracker, internal_stats, partitioned_stats, topic_stats
+from magnetar.server.admin import openapi as s
+from magnetar.server.admin.routes import Route, flag, int_value, json_body, match, no_content, ok
+
+BASE = "/admin/v2/persistent/{tenant}/{namespace}"
+TOPIC = BASE + "/{topic}"
+SUB = TOPIC + "/subscription/{subName}"
+FORCE = {"force": {"type": "boolean"}}
+
+
+def _topic(req: web.Request) -> TopicName:
+    return parse_topic("persistent", match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
+
+
+def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
+    async def list_topics(req: web.Request) -> web.Response:
+        return ok(await admin.topics(parse_namespace(match(req, "tenant"), match(req, "namespace"))))
+
+    async def list_partitioned(req: web.Request) -> web.Response:
+        return ok(await admin.partitioned_topics(parse_namespace(match(req, "tenant"), match(req, "namespace"))))
+
+    async def create(req: web.Request) -> web.Response:
+        await admin.create_topic(_topic(req))
+        return no_content()
+
+    async def delete(req: web.Request) -> web.Response:
+        await admin.delete_topic(_topic(req), force=flag(req, "force"))
+        return no_content()
+
+    async def create_partitioned(req: web.Request) -> web.Response:
+        count = int_value(await json_body(req, required=True), "partitions", 0)
+        await admin.create_partitioned_topic(_topic(req), count)
+        return no_content()
+
+    async def update_partitions(req: web.Request) -> web.Response:
+        count = int_value(await json_body(req, required=True), "partitions", 0)
+        await admin.update_partitions(_topic(req), count)
+        return no_content()
+
+    async def get_partitions(req: web.Request) -> web.Response:
+        topic = _topic(req)
+        await admin.targets(topic)  # 404 for an unknown namespace
+        return ok({"partitions": await admin.partitions(topic)})
+
+    async def delete_partitioned(req: web.Request) -> web.Response:
+        await admin.delete_partitioned_topic(_topic(req), force=flag(req, "force"))
+        return no_content()
+
+    async def stats(req: web.Request) -> web.Response:
+        return ok(topic_stats(await admin.load(_topic(req)), rates, owner=req.host))
+
+    async def internal(req: web.Request) -> web.Response:
+        return ok(internal_stats(await admin.load(_topic(req))))
+
+    async def p_stats(req: web.Request) -> web.Response:
+        names = await admin.partition_names(_topic(req))
+        parts = {str(n): topic_stats(await admin.load(n), rates, owner=req.host) for n in names}
+        return ok(partitioned_stats(parts, len(names), per_partition=flag(req, "perPartition")))
+
+    async def p_internal(req: web.Request) -> web.Response:
+        names = await admin.partition_names(_topic(req))
+        parts = {str(n): internal_stats(await admin.load(n)) for n in names}
+        return ok({"metadata": {"partitions": len(names)}, "partitions": parts})
+
+    async def last_message_id(req: web.Request) -> web.Response:
+        return ok(await admin.last_message_id(_topic(req)))
+
+    async def unload(req: web.Request) -> web.Response:
+        await admin.unload(_topic(req))
+        return no_content()
+
+    async def terminate(req: web.Request) -> web.Response:
+        return ok(await admin.terminate(_topic(req)))
+
+    return [
+        Route("GET", BASE, list_topics, "List the namespace's topics", "topics", result=s.STRING_LIST),
+        Route("GET", BASE + "/partitioned", list_partitioned, "List partitioned topics", "topics",
+              result=s.STRING_LIST),
+        Route("PUT", TOPIC, create, "Create a non-partitioned topic", "topics", ok=204),
+        Route("DELETE", TOPIC, delete, "Delete a topic", "topics", ok=204, query=FORCE),
+        Route("PUT", TOPIC + "/partitions", create_partitioned, "Create a partitioned topic", "topics", ok=204,
+              body={"type": "integer", "minimum": 1}, body_required=True),
+        Route("POST", TOPIC + "/partitions", update_partitions, "Increase the partitions", "topics", ok=204,
+              body={"type": "integer", "minimum": 1}, body_required=True),
+        Route("GET", TOPIC + "/partitions", get_partitions, "Partition count", "topics", result=s.PARTITIONS),
+        Route("DELETE", TOPIC + "/partitions", delete_partitioned, "Delete a partitioned topic", "topics", ok=204,
+              query=FORCE),
+        Route("GET", TOPIC + "/stats", stats, "Topic stats", "topics", result=s.TOPIC_STATS),
+        Route("GET", TOPIC + "/internalStats", internal, "Internal stats", "topics", result=s.INTERNAL_STATS),
+        Route("GET", TOPIC + "/partitioned-stats", p_stats, "Partitioned topic stats", "topics",
+              result=s.PARTITIONED_STATS, query={"perPartition": {"type": "boolean"}}),
+        Route("GET", TOPIC + "/partitioned-internalStats", p_internal, "Partitioned internal stats", "topics",
+              result=s.PARTITIONED_INTERNAL_STATS),
+        Route("GET", TOPIC + "/lastMessageId", last_message_id, "Last message id", "topics", result=s.MESSAGE_ID),
+        Route("PUT", TOPIC + "/unload", unload, "Unload a topic", "topics", ok=204),
+        Route("POST", TOPIC + "/terminate", terminate, "Terminate a topic", "topics", result=s.MESSAGE_ID),
+        *subscription_routes(SubscriptionAdmin(admin)),
+    ]
+
+
+def subscription_routes(subs: SubscriptionAdmin) -> list[Route]:
+    async def list_subs(req: web.Request) -> web.Response:
+        return ok(await subs.list(_topic(req)))
+
+    async def create(req: web.Request) -> web.Response:
+        body = await json_body(req, required=False)
+        await subs.create(_topic(req), match(req, "subName"), body, replicated=flag(req, "replicated"))
+        return no_content()
+
+    async def delete(req: web.Request) -> web.Response:
+        await subs.delete(_topic(req), match(req, "subName"), force=flag(req, "force"))
+        return no_content()
+
+    async def skip_all(req: web.Request) -> web.Response:
+        await subs.skip_all(_topic(req), match(req, "subName"))
+        return no_content()
+
+    async def skip(req: web.Request) -> web.Response:
+        await subs.skip(_topic(req), match(req, "subName"), int_value(match(req, "n"), "n"))
+        return no_content()
+
+    async def reset_time(req: web.Request) -> web.Response:
+        timestamp = int_value(match(req, "timestamp"), "timestamp")
+        await subs.reset_to_time(_topic(req), match(req, "subName"), timestamp)
+        return no_content()
+
+    async def reset_id(req: web.Request) -> web.Response:
+        await subs.reset_to_id(_topic(req), match(req, "subName"), await json_body(req, required=True))
+        return no_content()
+
+    async def expire(req: web.Request) -> web.Response:
+        seconds = int_value(match(req, "expireTimeInSeconds"), "expireTimeInSeconds")
+        await subs.expire(_topic(req), match(req, "subName"), seconds, subs.admin.broker.clock.now_ms())
+        return no_content()
+
+    async def peek(req: web.Request) -> web.Response:
+        nth = int_value(match(req, "messagePosition"), "messagePosition", 1)
+        peeked = await subs.peek(_topic(req), match(req, "subName"), nth)
+        return web.Response(body=peeked.payload, headers=_peek_headers(peeked.position, peeked.metadata),
+                            content_type="application/octet-stream")
+
+    message_id = {**s.MESSAGE_ID, "nullable": True}
+    return [
+        Route("GET", TOPIC + "/subscriptions", list_subs, "List subscriptions", "subscriptions",
+              result=s.STRING_LIST),
+        Route("PUT", SUB, create, "Create a subscription at a position (default latest)", "subscriptions", ok=204,
+              body=message_id, query={"replicated": {"type": "boolean"}}),
+        Route("DELETE", SUB, delete, "Delete a subscription", "subscriptions", ok=204, query=FORCE),
+        Route("POST", SUB + "/skip_all", skip_all, "Clear the backlog", "subscriptions", ok=204),
+        Route("POST", SUB + "/skip/{n}", skip, "Skip n messages", "subscriptions", ok=204),
+        Route("POST", SUB + "/resetcursor/{timestamp}", reset_time, "Reset the cursor to a publish time",
+              "subscriptions", ok=204),
+        Route("POST", SUB + "/resetcursor", reset_id, "Reset the cursor to a message id", "subscriptions", ok=204,
+              body=s.MESSAGE_ID, body_required=True),
+        Route("POST", SUB + "/expireMessages/{expireTimeInSeconds}", expire, "Expire older messages",
+              "subscriptions", ok=204),
+        Route("GET", SUB + "/position/{messagePosition}", peek, "Peek the nth unacknowledged message",
+              "subscriptions", result={"type": "string", "format": "binary"}, result_type="application/octet-stream"),
+    ]
+
+
+def _peek_headers(position: Any, meta: Any) -> dict[str, str]:
+    headers = {
+        "X-Pulsar-Message-ID": f"{position.ledger_id}:{position.entry_id}",
+        "X-Pulsar-publish-time": str(meta.publish_time),
+        "X-Pulsar-producer-name": _printable(meta.producer_name),
+        "X-Pulsar-sequence-id": str(meta.sequence_id),
+    }
+    if meta.HasField("num_messages_in_batch"):
+        headers["X-Pulsar-num-batch-message"] = str(meta.num_messages_in_batch)
+        headers["X-Pulsar-batch-size"] = str(meta.num_messages_in_batch)
+    if meta.HasField("partition_key"):
+        headers["X-Pulsar-Key"] = _printable(meta.partition_key)
+    if meta.compression:
+        headers["X-Pulsar-compression"] = str(meta.compression)
+    for kv in list(meta.properties)[:100]:
+        name = "".join(ch for ch in kv.key if ch.isalnum() or ch in "-_")
+        if name:
+            headers[f"X-Pulsar-PROPERTY-{name}"] = _printable(kv.value)
+    return headers
+
+
+
+def _printable(text: str) -> str:
+    """Header values must be printable ASCII: anything else is dropped rather than failing the reply."""
+    return "".join(ch for ch in text if 0x20 <= ord(ch) < 0x7F)[:4096]
