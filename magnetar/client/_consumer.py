@@ -124,7 +124,7 @@ class Consumer:
         self._name = config.consumer_name if config.consumer_name is not None else secrets.token_hex(5)
         self._life = Lifecycle(_S.INIT, _EDGES)
         self._conn: Connection | None = None
-        self._queue = queue or ReceiveQueue()
+        self._queue = queue if queue is not None else ReceiveQueue()
         self._owns_queue = queue is None
         self._permits_used = 0
         self._generation = 0
@@ -365,6 +365,10 @@ class Consumer:
     def _check_open(self) -> None:
         if self._life.state in (_S.CLOSING, _S.CLOSED):
             raise AlreadyClosed(f"consumer on {self.topic} is closed")
+
+    def flush_acknowledgements(self) -> None:
+        """Send grouped acks now instead of at the next ``ack_group_time_ms`` tick."""
+        self._flush_acks()
 
     def _flush_acks(self) -> None:
         if self._conn is None:
