@@ -106,7 +106,8 @@ def test_decode_rejects_corrupt_checksum() -> None:
 
 def test_start_filter_exclusive_and_inclusive() -> None:
     exclusive = StartFilter(MessageId(1, 5), False)
-    assert exclusive.drops(MessageId(1, 5)) and exclusive.drops(MessageId(1, 5, 3)) and not exclusive.drops(MessageId(1, 6))
+    assert exclusive.drops(MessageId(1, 5)) and exclusive.drops(MessageId(1, 5, 3))
+    assert not exclusive.drops(MessageId(1, 6))
     inclusive = StartFilter(MessageId(1, 5), True)
     assert not inclusive.drops(MessageId(1, 5)) and inclusive.drops(MessageId(1, 4))
 
