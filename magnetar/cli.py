@@ -1,4 +1,4 @@
-"""The ``magnetar`` command line: ``magnetar standalone`` (more verbs join as their issues land)."""
+"""The ``magnetar`` command line: ``magnetar standalone``, ``magnetar admin`` (more verbs join as their issues land)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 
 from magnetar import __version__
+from magnetar.admin_cli import add_admin_parser, run_admin
 from magnetar.config import ConfigError, build_settings, parse_overrides, read_file
 from magnetar.server.standalone import StandaloneSettings, run_standalone
 
@@ -28,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     sa.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting by its broker.conf name, e.g. --set journalSyncData=false")
     sa.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_admin_parser(verbs)
     return parser
 
 
@@ -53,6 +55,8 @@ def _run(main_coroutine: Coroutine[object, object, None]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.verb == "admin":
+        return run_admin(args)
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

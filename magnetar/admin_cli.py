@@ -1,0 +1,351 @@
+"""``magnetar admin ...``: the common ``pulsar-admin`` verbs, over the admin HTTP API at ``--admin-url``.
+
+Groups and verbs keep pulsar-admin's names and flags (``topics create-partitioned-topic -p 4 NAME``,
+``namespaces set-retention --time 1h --size 1G NS``...). Lists print one item a line and objects as indented
+JSON, as pulsar-admin does. Exit codes: 0 done, 1 refused by the broker or unreachable, 2 bad usage.
+Plain ``urllib``: no client library, one request per verb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.names import NamespaceName, TopicName
+
+DEFAULT_ADMIN_URL = "http://localhost:8080"
+TIMEOUT_S = 30.0
+RESPONSE_BYTES_MAX = 64 * 1024 * 1024
+_UNITS_MIN = {"m": 1, "h": 60, "d": 1440, "w": 10080, "y": 525600}
+_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_UNITS_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    method: str
+    path: str
+    body: Any = None
+    query: dict[str, str] | None = None
+    raw: bool = False  # the answer is bytes (peek), not JSON
+
+
+@dataclass(frozen=True, slots=True)
+class HttpError(Exception):
+    status: int
+    reason: str
+
+
+def _request(base: str, call: Call) -> tuple[int, bytes, dict[str, str]]:
+    url = base.rstrip("/") + call.path
+    if call.query:
+        url += "?" + urllib.parse.urlencode(call.query)
+    data = json.dumps(call.body).encode() if call.body is not None else None
+    req = urllib.request.Request(url, data=data, method=call.method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            return resp.status, resp.read(RESPONSE_BYTES_MAX), dict(resp.headers.items())
+    except urllib.error.HTTPError as exc:
+        body = exc.read(RESPONSE_BYTES_MAX)
+        try:
+            reason = str(json.loads(body).get("reason", body.decode(errors="replace")))
+        except (ValueError, AttributeError):
+            reason = body.decode(errors="replace") or exc.reason
+        raise HttpError(exc.code, reason) from None
+
+
+# ---- names and values --------------------------------------------------------------------------------
+
+
+def topic_path(name: str) -> str:
+    try:
+        t = TopicName.parse(name)
+    except BrokerError as exc:
+        raise UsageError(str(exc)) from exc
+    return f"/admin/v2/{t.domain}/{t.tenant}/{t.namespace}/{urllib.parse.quote(t.local_name, safe='')}"
+
+
+def ns_path(name: str) -> str:
+    try:
+        ns = NamespaceName.parse(name)
+    except BrokerError as exc:
+        raise UsageError(str(exc)) from exc
+    return f"/admin/v2/namespaces/{ns.tenant}/{ns.namespace}"
+
+
+def _amount(text: str, units: Mapping[str, float], what: str) -> int:
+    match = re.fullmatch(r"(-?\d+)([A-Za-z]?)", text.strip())
+    if match is None or (match.group(2) and match.group(2).lower() not in units):
+        raise UsageError(f"Invalid {what}: {text!r}")
+    value = int(match.group(1))
+    if value < 0:
+        return -1
+    factor = units[match.group(2).lower()] if match.group(2) else next(iter(units.values()))
+    return int(value * factor)
+
+
+def message_id(text: str) -> dict[str, int]:
+    if text == "latest":
+        return {"ledgerId": 2**63 - 1, "entryId": 2**63 - 1, "partitionIndex": -1}
+    if text == "earliest":
+        return {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
+    match = re.fullmatch(r"(-?\d+):(-?\d+)(?::(-?\d+))?", text)
+    if match is None:
+        raise UsageError(f"Invalid message id {text!r}: use latest, earliest or ledgerId:entryId")
+    return {"ledgerId": int(match.group(1)), "entryId": int(match.group(2)),
+            "partitionIndex": int(match.group(3) or -1)}
+
+
+def _force(args: argparse.Namespace) -> dict[str, str]:
+    return {"force": "true"} if args.force else {}
+
+
+# ---- verbs: each builds one Call from its arguments ----------------------------------------------------
+
+Spec = tuple[tuple[str, ...], dict[str, Any]]
+Build = Callable[[argparse.Namespace], "Call | list[Call]"]
+PEEK_MAX = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Verb:
+    group: str
+    names: tuple[str, ...]
+    specs: tuple[Spec, ...]
+    build: Build
+    help: str
+
+
+NAME: Spec = (("name",), {})
+TOPIC: Spec = (("topic",), {"help": "topic name: persistent://tenant/ns/t, tenant/ns/t or t"})
+NS: Spec = (("namespace",), {"help": "tenant/namespace"})
+TENANT: Spec = (("tenant",), {})
+FORCE: Spec = (("-f", "--force"), {"action": "store_true"})
+SUB: Spec = (("-s", "--subscription"), {"required": True})
+PARTS: Spec = (("-p", "--partitions"), {"type": int, "required": True})
+ROLES: Spec = (("-r", "--admin-roles"), {"default": ""})
+CLUSTERS: Spec = (("-c", "--allowed-clusters"), {"default": ""})
+
+
+def _split(text: str) -> list[str]:
+    return [x for x in text.split(",") if x]
+
+
+def _tenant_body(a: argparse.Namespace) -> dict[str, list[str]]:
+    return {"adminRoles": _split(a.admin_roles), "allowedClusters": _split(a.allowed_clusters) or ["standalone"]}
+
+
+def _retention(a: argparse.Namespace) -> dict[str, int]:
+    return {"retentionTimeInMinutes": _amount(a.time, _UNITS_MIN, "retention time"),
+            "retentionSizeInMB": _amount(a.size, _UNITS_MB, "retention size")}
+
+
+def _auto_topic(a: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {"allowAutoTopicCreation": a.enable and not a.disable, "topicType": a.type}
+    if a.type == "partitioned":
+        body["defaultNumPartitions"] = a.num_partitions
+    return body
+
+
+def _reset(a: argparse.Namespace) -> Call:
+    base = f"{topic_path(a.topic)}/subscription/{urllib.parse.quote(a.subscription, safe='')}/resetcursor"
+    if a.messageId is not None:
+        return Call("POST", base, message_id(a.messageId))
+    if a.time is None:
+        raise UsageError("reset-cursor needs --time or --messageId")
+    return Call("POST", f"{base}/{max(0, _now_ms() - _amount(a.time, _UNITS_S, 'time') * 1000)}")
+
+
+def _peek(a: argparse.Namespace) -> list[Call]:
+    if not 1 <= a.count <= PEEK_MAX:
+        raise UsageError(f"--count must be between 1 and {PEEK_MAX}")
+    return [Call("GET", _sub(a, f"/position/{i}"), raw=True) for i in range(1, a.count + 1)]
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def _sub(a: argparse.Namespace, suffix: str = "") -> str:
+    return f"{topic_path(a.topic)}/subscription/{urllib.parse.quote(a.subscription, safe='')}{suffix}"
+
+
+def _policy_verbs(
+    cmd: str, suffix: str, specs: tuple[Spec, ...], body: Callable[[argparse.Namespace], Any]
+) -> list[Verb]:
+    return [
+        Verb("namespaces", (f"set-{cmd}",), (NS, *specs),
+             lambda a: Call("POST", ns_path(a.namespace) + suffix, body(a)), f"set the {cmd} policy"),
+        Verb("namespaces", (f"get-{cmd}",), (NS,), lambda a: Call("GET", ns_path(a.namespace) + suffix),
+             f"get the {cmd} policy"),
+        Verb("namespaces", (f"remove-{cmd}",), (NS,), lambda a: Call("DELETE", ns_path(a.namespace) + suffix),
+             f"remove the {cmd} policy"),
+    ]
+
+
+def _subscription_verbs(group: str) -> list[Verb]:
+    g = group
+    short = g == "subscriptions"  # the subscriptions group also takes the short names
+    peek_n: Spec = (("-n", "--count"), {"type": int, "default": 1})
+    return [
+        Verb(g, ("subscriptions", "list") if g == "subscriptions" else ("subscriptions",), (TOPIC,),
+             lambda a: Call("GET", topic_path(a.topic) + "/subscriptions"), "list subscriptions"),
+        Verb(g, ("create-subscription", "create") if short else ("create-subscription",),
+             (TOPIC, SUB, (("-m", "--messageId"), {"default": "latest"})),
+             lambda a: Call("PUT", _sub(a), message_id(a.messageId)), "create a subscription"),
+        Verb(g, ("unsubscribe", "delete") if short else ("unsubscribe",), (TOPIC, SUB, FORCE),
+             lambda a: Call("DELETE", _sub(a), query=_force(a)), "delete a subscription"),
+        Verb(g, ("skip",), (TOPIC, SUB, (("-n", "--count"), {"type": int, "required": True})),
+             lambda a: Call("POST", _sub(a, f"/skip/{a.count}")), "skip n messages"),
+        Verb(g, ("clear-backlog",), (TOPIC, SUB), lambda a: Call("POST", _sub(a, "/skip_all")), "skip everything"),
+        Verb(g, ("reset-cursor",), (TOPIC, SUB, (("-t", "--time"), {}), (("-m", "--messageId"), {})), _reset,
+             "reset the cursor to a time ago (-t 10m) or to a message id (-m L:E)"),
+        Verb(g, ("expire-messages",), (TOPIC, SUB, (("-t", "--expireTime"), {"required": True})),
+             lambda a: Call("POST", _sub(a, f"/expireMessages/{_amount(a.expireTime, _UNITS_S, 'time')}")),
+             "expire messages older than the time"),
+        Verb(g, ("peek-messages", "peek") if short else ("peek-messages",), (TOPIC, SUB, peek_n), _peek,
+             "peek the first unacknowledged messages"),
+    ]
+
+
+def _t(suffix: str, method: str = "GET") -> Build:
+    return lambda a: Call(method, topic_path(a.topic) + suffix)
+
+
+VERBS: list[Verb] = [
+    Verb("clusters", ("list",), (), lambda a: Call("GET", "/admin/v2/clusters"), "list clusters"),
+    Verb("clusters", ("get",), (NAME,), lambda a: Call("GET", f"/admin/v2/clusters/{a.name}"), "get a cluster"),
+    Verb("tenants", ("list",), (), lambda a: Call("GET", "/admin/v2/tenants"), "list tenants"),
+    Verb("tenants", ("get",), (TENANT,), lambda a: Call("GET", f"/admin/v2/tenants/{a.tenant}"), "get a tenant"),
+    Verb("tenants", ("create",), (TENANT, ROLES, CLUSTERS),
+         lambda a: Call("PUT", f"/admin/v2/tenants/{a.tenant}", _tenant_body(a)), "create a tenant"),
+    Verb("tenants", ("update",), (TENANT, ROLES, CLUSTERS),
+         lambda a: Call("POST", f"/admin/v2/tenants/{a.tenant}", _tenant_body(a)), "update a tenant"),
+    Verb("tenants", ("delete",), (TENANT, FORCE),
+         lambda a: Call("DELETE", f"/admin/v2/tenants/{a.tenant}", query=_force(a)), "delete a tenant"),
+    Verb("namespaces", ("list",), (TENANT,), lambda a: Call("GET", f"/admin/v2/namespaces/{a.tenant}"),
+         "list a tenant's namespaces"),
+    Verb("namespaces", ("create",), (NS,), lambda a: Call("PUT", ns_path(a.namespace)), "create a namespace"),
+    Verb("namespaces", ("delete",), (NS, FORCE), lambda a: Call("DELETE", ns_path(a.namespace), query=_force(a)),
+         "delete a namespace"),
+    Verb("namespaces", ("policies",), (NS,), lambda a: Call("GET", ns_path(a.namespace)), "get the policies"),
+    Verb("namespaces", ("topics",), (NS,), lambda a: Call("GET", ns_path(a.namespace) + "/topics"), "list topics"),
+    *_policy_verbs("retention", "/retention", ((("-t", "--time"), {"required": True}),
+                                               (("-s", "--size"), {"required": True})), _retention),
+    *_policy_verbs("message-ttl", "/messageTTL", ((("-ttl", "--messageTTL"), {"type": int, "required": True}),),
+                   lambda a: a.messageTTL),
+    *_policy_verbs("clusters", "/replication", ((("-c", "--clusters"), {"required": True}),),
+                   lambda a: _split(a.clusters)),
+    *_policy_verbs("auto-topic-creation", "/autoTopicCreation", (
+        (("-e", "--enable"), {"action": "store_true"}), (("-d", "--disable"), {"action": "store_true"}),
+        (("-t", "--type"), {"default": "non-partitioned", "choices": ["partitioned", "non-partitioned"]}),
+        (("-n", "--num-partitions"), {"type": int, "default": 1})), _auto_topic),
+    Verb("topics", ("list",), (NS,), lambda a: Call("GET", ns_path(a.namespace).replace("namespaces", "persistent")),
+         "list topics"),
+    Verb("topics", ("list-partitioned-topics",), (NS,),
+         lambda a: Call("GET", ns_path(a.namespace).replace("namespaces", "persistent") + "/partitioned"),
+         "list partitioned topics"),
+    Verb("topics", ("create",), (TOPIC,), _t("", "PUT"), "create a non-partitioned topic"),
+    Verb("topics", ("create-partitioned-topic",), (TOPIC, PARTS),
+         lambda a: Call("PUT", topic_path(a.topic) + "/partitions", a.partitions), "create a partitioned topic"),
+    Verb("topics", ("update-partitioned-topic",), (TOPIC, PARTS),
+         lambda a: Call("POST", topic_path(a.topic) + "/partitions", a.partitions), "increase the partitions"),
+    Verb("topics", ("get-partitioned-topic-metadata",), (TOPIC,), _t("/partitions"), "the partition count"),
+    Verb("topics", ("delete",), (TOPIC, FORCE), lambda a: Call("DELETE", topic_path(a.topic), query=_force(a)),
+         "delete a topic"),
+    Verb("topics", ("delete-partitioned-topic",), (TOPIC, FORCE),
+         lambda a: Call("DELETE", topic_path(a.topic) + "/partitions", query=_force(a)), "delete a partitioned topic"),
+    Verb("topics", ("stats",), (TOPIC,), _t("/stats"), "topic stats"),
+    Verb("topics", ("stats-internal", "internal-stats"), (TOPIC,), _t("/internalStats"), "internal stats"),
+    Verb("topics", ("partitioned-stats",), (TOPIC, (("--per-partition",), {"action": "store_true"})),
+         lambda a: Call("GET", topic_path(a.topic) + "/partitioned-stats",
+                        query={"perPartition": "true"} if a.per_partition else None), "partitioned topic stats"),
+    Verb("topics", ("partitioned-stats-internal",), (TOPIC,), _t("/partitioned-internalStats"),
+         "partitioned internal stats"),
+    Verb("topics", ("last-message-id",), (TOPIC,), _t("/lastMessageId"), "the last message id"),
+    Verb("topics", ("unload",), (TOPIC,), _t("/unload", "PUT"), "unload a topic"),
+    Verb("topics", ("terminate",), (TOPIC,), _t("/terminate", "POST"), "terminate a topic"),
+    *_subscription_verbs("topics"),
+    *_subscription_verbs("subscriptions"),
+]
+
+
+# ---- parser and runner -------------------------------------------------------------------------------
+
+
+def add_admin_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``admin`` with its groups and verbs to the ``magnetar`` parser."""
+    admin = verbs.add_parser("admin", help="manage a broker like pulsar-admin")
+    admin.add_argument("--admin-url", default=DEFAULT_ADMIN_URL, help=f"admin HTTP URL (default {DEFAULT_ADMIN_URL})")
+    groups = admin.add_subparsers(dest="group", required=True)
+    parsers: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
+    for v in VERBS:
+        if v.group not in parsers:
+            parsers[v.group] = groups.add_parser(v.group).add_subparsers(dest="admin_verb", required=True)
+        p = parsers[v.group].add_parser(v.names[0], aliases=list(v.names[1:]), help=v.help)
+        for flags, options in v.specs:
+            p.add_argument(*flags, **options)
+        p.set_defaults(admin_build=v.build)
+
+
+def _print(status: int, body: bytes, headers: dict[str, str], raw: bool) -> None:
+    if raw:
+        for key, value in sorted(headers.items()):
+            if key.lower().startswith("x-pulsar-"):
+                print(f"{key[len('X-Pulsar-'):]}: {value}")
+        print(body.decode(errors="replace"))
+        return
+    if status == 204 or not body.strip():
+        return
+    try:
+        value = json.loads(body)
+    except ValueError:
+        print(body.decode(errors="replace"))
+        return
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        for item in value:
+            print(item)
+    else:
+        print(json.dumps(value, indent=2))
+
+
+def run_admin(args: argparse.Namespace) -> int:
+    """Run one admin verb; 0 done, 1 refused or unreachable, 2 bad usage."""
+    try:
+        built = args.admin_build(args)
+        for call in built if isinstance(built, list) else [built]:
+            status, body, headers = _request(args.admin_url, call)
+            _print(status, body, headers, call.raw)
+    except UsageError as exc:
+        print(f"magnetar admin: {exc}", file=sys.stderr)
+        return 2
+    except HttpError as exc:
+        print(f"{exc.reason}\n\nReason: HTTP {exc.status} {exc.reason}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"magnetar admin: cannot reach {args.admin_url}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="magnetar")
+    add_admin_parser(parser.add_subparsers(dest="verb", required=True))
+    return run_admin(parser.parse_args(["admin", *(argv or [])]))
