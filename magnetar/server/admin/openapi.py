@@ -90,13 +90,16 @@ PARTITIONED_INTERNAL_STATS: Schema = {
 }
 
 _INT_PARAMS = {"n", "timestamp", "expireTimeInSeconds", "messagePosition"}
+_TEXT = {"type": "string", "minLength": 1}
+_SEGMENT = {"type": "string", "pattern": r"^[A-Za-z0-9_\-=:.]+$"}
+_SEGMENTS = {"tenant": _SEGMENT, "namespace": _SEGMENT, "cluster": _SEGMENT}
 _PARAM = re.compile(r"{(\w+)}")
 
 
 def _operation(route: Route) -> dict[str, Any]:
     params: list[dict[str, Any]] = []
     for name in _PARAM.findall(route.path):
-        schema = {"type": "integer", "minimum": 0} if name in _INT_PARAMS else {"type": "string", "minLength": 1}
+        schema = {"type": "integer", "minimum": 0} if name in _INT_PARAMS else dict(_SEGMENTS.get(name, _TEXT))
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     for name, schema in route.query.items():
         params.append({"name": name, "in": "query", "required": False, "schema": schema})

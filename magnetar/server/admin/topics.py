@@ -12,6 +12,7 @@ from aiohttp import web
 from magnetar.broker.admin import BrokerAdmin, parse_namespace, parse_topic
 from magnetar.broker.admin_subscriptions import SubscriptionAdmin
 from magnetar.broker.names import TopicName
+from magnetar.broker.service import PARTITIONS_MAX
 from magnetar.broker.stats import RateTracker, internal_stats, partitioned_stats, topic_stats
 from magnetar.server.admin import openapi as s
 from magnetar.server.admin.routes import Route, flag, int_value, json_body, match, no_content, ok
@@ -93,9 +94,9 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         Route("PUT", TOPIC, create, "Create a non-partitioned topic", "topics", ok=204),
         Route("DELETE", TOPIC, delete, "Delete a topic", "topics", ok=204, query=FORCE),
         Route("PUT", TOPIC + "/partitions", create_partitioned, "Create a partitioned topic", "topics", ok=204,
-              body={"type": "integer", "minimum": 1}, body_required=True),
+              body={"type": "integer", "minimum": 1, "maximum": PARTITIONS_MAX}, body_required=True),
         Route("POST", TOPIC + "/partitions", update_partitions, "Increase the partitions", "topics", ok=204,
-              body={"type": "integer", "minimum": 1}, body_required=True),
+              body={"type": "integer", "minimum": 1, "maximum": PARTITIONS_MAX}, body_required=True),
         Route("GET", TOPIC + "/partitions", get_partitions, "Partition count", "topics", result=s.PARTITIONS),
         Route("DELETE", TOPIC + "/partitions", delete_partitioned, "Delete a partitioned topic", "topics", ok=204,
               query=FORCE),
