@@ -129,3 +129,24 @@ async def test_dedup_state_is_rebuilt_after_an_unclean_restart(tmp_path) -> None
         await peer.close()
     finally:
         await second.stop()
+
+
+async def test_absurd_flow_permits_and_unknown_acks_are_harmless(standalone: Standalone) -> None:
+    topic = "persistent://public/default/absurd"
+    peer = await WirePeer.connect(standalone.broker_port)
+    peer.send(proto.commands.subscribe(topic, "sub", 0, 7, 2, initial_position=1))
+    await peer.expect(T.SUCCESS)
+    peer.send(proto.commands.flow(7, 2**32 - 1))
+    peer.send(proto.commands.ack(7, [proto.ids.message_id(123456, 99)]))
+    peer.send(proto.commands.ack(7, [proto.ids.message_id(-1, -1)], proto.pb.CommandAck.Cumulative))
+    peer.send(proto.commands.redeliver(7, [proto.ids.message_id(5, 5)]))
+    peer.send(proto.commands.flow(99, 10))  # a consumer id this connection never created
+    name = await create_producer(peer, topic)
+    peer.send(proto.commands.send(1, 0), entry(0, b"still-works", producer=name))
+    frame = await peer.expect(T.SEND_RECEIPT, T.MESSAGE)
+    frames = [frame, await peer.expect(T.SEND_RECEIPT, T.MESSAGE)]
+    message = next(f for f in frames if f.command.type == T.MESSAGE)
+    assert bytes(proto.entry_payload(bytes(message.payload or b""))) == b"still-works"
+    consumer = standalone.broker.topics[topic].subscriptions["sub"].consumers[0]
+    assert consumer.permits <= standalone.broker.config.max_consumer_permits
+    await peer.close()

@@ -7,6 +7,7 @@ reached it when possible (a different spelling makes the client open a second co
 from __future__ import annotations
 
 import ipaddress
+import logging
 from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from magnetar.server.handlers import Handler
 
 T = proto.pb.BaseCommand
+log = logging.getLogger("magnetar.server.lookup")
 
 
 def broker_url(conn: ServerConnection) -> str:
@@ -66,6 +68,7 @@ async def on_get_topics(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: me
     ns = NamespaceName.parse(req.namespace)
     mode = req.mode if req.HasField("mode") else 0
     topics = [] if mode == 1 else await conn.broker.list_topics(ns)
+    log.debug("GET_TOPICS_OF_NAMESPACE %s mode=%s from %s: %d topics", ns, mode, conn.remote_address, len(topics))
     conn.send_frame(proto.encode_command(proto.commands.get_topics_of_namespace_response(req.request_id, topics)))
 
 
