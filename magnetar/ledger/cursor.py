@@ -250,7 +250,10 @@ class ManagedCursor:
 
     def _changed(self) -> None:
         self._generation += 1
-        if self._persistence is None or self._persist_task is not None:
+        self._schedule_persist()
+
+    def _schedule_persist(self) -> None:
+        if self._persistence is None or self._persist_task is not None or self._state is not CursorState.OPEN:
             return
         try:
             loop = asyncio.get_running_loop()
@@ -263,8 +266,14 @@ class ManagedCursor:
         self._persist_task = None  # from here on a change schedules another write, and close won't cancel us
         try:
             await self._persist()
+        except ManagedLedgerFenced as exc:
+            log.warning("cursor %s: not persisted: %s", self._name, exc)
         except ManagedLedgerError as exc:
-            log.warning("cursor %s: persisting failed (%s); the next change or flush retries", self._name, exc)
+            # Retry on our own: waiting for the next change would leave acks exposed for an unbounded time
+            # (the simulator found this). One attempt per interval bounds the rate.
+            log.warning("cursor %s: persisting failed (%s); retrying in %d ms", self._name, exc,
+                        self._config.cursor_persist_interval_ms)
+            self._schedule_persist()
 
     def record(self) -> CursorRecord:
         cap = max(self._config.max_unacked_ranges_to_persist, 0)

@@ -264,7 +264,8 @@ class ManagedLedgerImpl:
             self._entries_added += 1
             return Position(ledger_id, entry_id)
         finally:
-            done.set_result(None)
+            if not done.done():  # a waiter cancelled at loop shutdown cancels the future it awaited
+                done.set_result(None)
 
     def _add_failed(self, error: BaseException) -> ManagedLedgerError:
         if isinstance(error, LedgerSealed):

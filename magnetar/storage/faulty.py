@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from magnetar.clock import Clock, SystemClock
 from magnetar.storage import _rules
 from magnetar.storage._rules import LedgerState
 from magnetar.storage.api import LedgerInfo, LedgerNotFound, LedgerStore, StorageIOError, StoreClosed
@@ -175,15 +176,11 @@ class SimDisk:
 class CrashableLedgerStore:
     """A :class:`~magnetar.storage.api.LedgerStore` on a :class:`SimDisk`, with group-commit-like syncs."""
 
-    def __init__(self, disk: SimDisk, *, now_ms: int = 0) -> None:
+    def __init__(self, disk: SimDisk, *, clock: Clock | None = None) -> None:
         self._disk = disk
         self._generation = disk.generation
-        self._now_ms = now_ms
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._closed = False
-
-    def set_now_ms(self, now_ms: int) -> None:
-        """Creation times come from the simulator's clock (the disk has none of its own)."""
-        self._now_ms = now_ms
 
     def _check_alive(self) -> None:
         if self._closed or self._disk.generation != self._generation:
@@ -199,7 +196,7 @@ class CrashableLedgerStore:
     async def create_ledger(self, custom_metadata: Mapping[str, str]) -> LedgerInfo:
         self._check_alive()
         metadata = _rules.copy_metadata(custom_metadata)
-        ledger = _DiskLedger(self._disk.next_id, self._now_ms, metadata)
+        ledger = _DiskLedger(self._disk.next_id, self._clock.now_ms(), metadata)
         self._disk.next_id += 1
         self._disk.ledgers[ledger.ledger_id] = ledger
         return ledger.info()
