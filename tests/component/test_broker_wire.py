@@ -150,3 +150,52 @@ async def test_absurd_flow_permits_and_unknown_acks_are_harmless(standalone: Sta
     consumer = standalone.broker.topics[topic].subscriptions["sub"].consumers[0]
     assert consumer.permits <= standalone.broker.config.max_consumer_permits
     await peer.close()
+
+
+async def test_failover_announces_the_active_consumer_and_hands_over(standalone: Standalone) -> None:
+    topic = "persistent://public/default/failover-wire"
+    peer = await WirePeer.connect(standalone.broker_port)
+    for consumer_id, name in ((1, "b"), (2, "a")):
+        peer.send(proto.commands.subscribe(topic, "sub", 2, consumer_id, 10 + consumer_id, consumer_name=name))
+        await peer.expect(T.SUCCESS, T.ACTIVE_CONSUMER_CHANGE)
+    changes: dict[int, bool] = {}
+    for _ in range(10):  # the SUCCESS replies and the changes interleave; collect until settled (bounded)
+        frame = await peer.expect(T.ACTIVE_CONSUMER_CHANGE, T.SUCCESS)
+        if frame.command.type == T.ACTIVE_CONSUMER_CHANGE:
+            changes[frame.command.active_consumer_change.consumer_id] = frame.command.active_consumer_change.is_active
+        if changes.get(2) is True and changes.get(1) is False:
+            break
+    assert changes == {1: False, 2: True}, "consumer 'a' sorts first and becomes active"
+    peer.send(proto.commands.close_consumer(2, 20))
+    frames = [await peer.expect(T.SUCCESS, T.ACTIVE_CONSUMER_CHANGE) for _ in range(2)]
+    handed_over = [f.command.active_consumer_change for f in frames if f.command.type == T.ACTIVE_CONSUMER_CHANGE]
+    assert [(c.consumer_id, c.is_active) for c in handed_over] == [(1, True)]
+    sub = standalone.broker.topics[topic].subscriptions["sub"]
+    assert sub.dispatcher is not None and sub.dispatcher.active_consumer is not None
+    assert sub.dispatcher.active_consumer.name == "b"
+    await peer.close()
+
+
+async def test_failover_spreads_partitions_over_consumers(standalone: Standalone) -> None:
+    base = "persistent://public/default/failover-parts"
+    peer = await WirePeer.connect(standalone.broker_port)
+    consumer_id = 0
+    for partition in range(4):
+        for name in ("a", "b"):
+            consumer_id += 1
+            topic = f"{base}-partition-{partition}"
+            peer.send(proto.commands.subscribe(topic, "sub", 2, consumer_id, 100 + consumer_id, consumer_name=name))
+    active = {}
+    for partition in range(4):
+        topic = standalone.broker.topics.get(f"{base}-partition-{partition}")
+        for _ in range(200):  # wait (bounded) until both consumers of the partition are attached
+            if topic is not None and len(topic.subscriptions["sub"].consumers) == 2:
+                break
+            await peer.expect(T.SUCCESS, T.ACTIVE_CONSUMER_CHANGE)
+            topic = standalone.broker.topics.get(f"{base}-partition-{partition}")
+        assert topic is not None
+        dispatcher = topic.subscriptions["sub"].dispatcher
+        assert dispatcher is not None and dispatcher.active_consumer is not None
+        active[partition] = dispatcher.active_consumer.name
+    assert active == {0: "a", 1: "b", 2: "a", 3: "b"}
+    await peer.close()
