@@ -71,6 +71,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "dispatcherMaxReadBatchSize": ("broker", "dispatcher_max_read_batch_size", _int, 1),
     "dispatcherMaxReadSizeBytes": ("broker", "dispatcher_max_read_size_bytes", _int, 1),
     "maxPendingPublishRequestsPerConnection": ("broker", "max_pending_publish_requests_per_connection", _int, 1),
+    "autoSkipNonRecoverableData": ("broker", "auto_skip_non_recoverable_data", _bool, 1),
     "managedLedgerMaxEntriesPerLedger": ("ledger", "max_entries_per_ledger", _int, 1),
     "managedLedgerMaxSizePerLedgerMbytes": ("ledger", "max_size_per_ledger_bytes", _int, MIB),
     "managedLedgerMaxLedgerRolloverTimeMinutes": ("ledger", "max_ledger_rollover_time_ms", _int, 60_000),

@@ -15,7 +15,7 @@ import logging
 
 from magnetar import protocol as proto
 from magnetar.broker.errors import PersistenceError
-from magnetar.ledger.api import Cursor, InitialPosition, ManagedLedger, Position
+from magnetar.ledger.api import Cursor, EntryCorruptedError, InitialPosition, ManagedLedger, Position
 
 log = logging.getLogger("magnetar.broker.dedup")
 
@@ -58,8 +58,14 @@ class Deduplication:
         self._cursor = await self._ledger.open_cursor(CURSOR_NAME, InitialPosition.EARLIEST)
         self._persisted = {name: int(seq) for name, seq in self._cursor.properties.items()}
         replayed = 0
-        while True:  # bounded by the entries stored; each round consumes a batch
-            entries = await self._cursor.read_entries(REPLAY_BATCH_ENTRIES)
+        while True:  # bounded by the entries stored; each round consumes a batch or skips one entry
+            try:
+                entries = await self._cursor.read_entries(REPLAY_BATCH_ENTRIES)
+            except EntryCorruptedError as exc:
+                # a damaged entry cannot tell whose sequence id it held: skip it, keep the topic usable
+                log.error("%s: deduplication replay skips corrupted entry %s", self._ledger.name, exc.position)
+                self._cursor.seek(self._ledger.next_valid_position(exc.position))
+                continue
             if not entries:
                 break
             for entry in entries:

@@ -16,13 +16,13 @@ import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, Delivery, SubType
 from magnetar.broker.key_shared import key_hash, sticky_key
 from magnetar.clock import Clock
-from magnetar.ledger.api import Cursor, Entry, ManagedLedger, Position
-from magnetar.storage.api import EntryCorrupted
+from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, Position
 
 log = logging.getLogger("magnetar.broker.dispatcher")
 
@@ -54,8 +54,10 @@ class Dispatcher:
         *,
         read_batch_max: int = 100,
         read_bytes_max: int = 5 * 1024 * 1024,
+        auto_skip_corrupted: bool = False,
     ) -> None:
         self.sub_type = sub_type
+        self._auto_skip_corrupted = auto_skip_corrupted
         self._ledger = ledger
         self._cursor = cursor
         self._clock = clock
@@ -139,17 +141,27 @@ class Dispatcher:
                     self.wake()  # more to do: go round again after others had a turn
             except asyncio.CancelledError:
                 raise
-            except EntryCorrupted as exc:
-                self.corrupted_entries += 1
-                log.error(
-                    "cursor %s: entry %s:%s failed its checksum and is not delivered; dispatch of this "
-                    "subscription is stalled until the entry is repaired or skipped",
-                    self._cursor.name, exc.ledger_id, exc.entry_id,
-                )
-                self._retry_later()
+            except EntryCorruptedError as exc:
+                self._corrupted(exc)
             except Exception:
                 log.exception("dispatch failed on cursor %s; retrying", self._cursor.name)
                 self._retry_later()
+
+    def _corrupted(self, exc: EntryCorruptedError) -> None:
+        """A stored entry failed its checksum: never deliver it; skip it only if configured to."""
+        self.corrupted_entries += 1
+        if self._auto_skip_corrupted:
+            log.error("cursor %s: entry %s failed its checksum: skipped (autoSkipNonRecoverableData)",
+                      self._cursor.name, exc.position)
+            self._cursor.acknowledge([exc.position])
+            self.wake()
+            return
+        log.error(
+            "cursor %s: entry %s failed its checksum and is not delivered; this subscription's dispatch "
+            "waits until the entry is repaired or skipped (autoSkipNonRecoverableData=true)",
+            self._cursor.name, exc.position,
+        )
+        self._retry_later()
 
     def _retry_later(self) -> None:
         asyncio.get_running_loop().call_later(RETRY_DELAY_S, self.wake)
@@ -186,7 +198,7 @@ class Dispatcher:
 class SingleActiveDispatcher(Dispatcher):
     """Exclusive and Failover: one active consumer receives everything."""
 
-    def __init__(self, sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, **limits: int) -> None:
+    def __init__(self, sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, **limits: Any) -> None:
         super().__init__(sub_type, ledger, cursor, clock, **limits)
         self._active: Consumer | None = None
 
@@ -247,11 +259,22 @@ class SingleActiveDispatcher(Dispatcher):
 
 
 def new_dispatcher(
-    sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, *, read_batch_max: int, read_bytes_max: int
+    sub_type: int,
+    ledger: ManagedLedger,
+    cursor: Cursor,
+    clock: Clock,
+    *,
+    read_batch_max: int,
+    read_bytes_max: int,
+    auto_skip_corrupted: bool = False,
 ) -> Dispatcher:
     from magnetar.broker.dispatcher_shared import KeySharedDispatcher, SharedDispatcher
 
-    limits = {"read_batch_max": read_batch_max, "read_bytes_max": read_bytes_max}
+    limits: dict[str, Any] = {
+        "read_batch_max": read_batch_max,
+        "read_bytes_max": read_bytes_max,
+        "auto_skip_corrupted": auto_skip_corrupted,
+    }
     if sub_type == SubType.SHARED:
         return SharedDispatcher(sub_type, ledger, cursor, clock, **limits)
     if sub_type == SubType.KEY_SHARED:

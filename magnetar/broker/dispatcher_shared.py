@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Any
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.delayed import DelayedDeliveryTracker
@@ -27,7 +28,7 @@ REPLAY_MAX = 10_000  # entries waiting for redelivery before new reads pause
 
 
 class SharedDispatcher(Dispatcher):
-    def __init__(self, sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, **limits: int) -> None:
+    def __init__(self, sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, **limits: Any) -> None:
         super().__init__(sub_type, ledger, cursor, clock, **limits)
         self._replay: set[Position] = set()
         self._delayed = DelayedDeliveryTracker(clock)
@@ -169,7 +170,7 @@ class SharedDispatcher(Dispatcher):
 
 
 class KeySharedDispatcher(SharedDispatcher):
-    def __init__(self, sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, **limits: int) -> None:
+    def __init__(self, sub_type: int, ledger: ManagedLedger, cursor: Cursor, clock: Clock, **limits: Any) -> None:
         super().__init__(sub_type, ledger, cursor, clock, **limits)
         self.selector: StickyKeySelector | None = None
         self._recently_joined: dict[Consumer, Position] = {}

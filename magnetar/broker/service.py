@@ -176,6 +176,7 @@ class BrokerService:
             dedup_enabled=self.config.broker_deduplication_enabled,
             read_batch_max=self.config.dispatcher_max_read_batch_size,
             read_bytes_max=self.config.dispatcher_max_read_size_bytes,
+            auto_skip_corrupted=self.config.auto_skip_non_recoverable_data,
         )
         await loaded.start()
         log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),

@@ -33,8 +33,10 @@ class Subscription:
         durable: bool,
         read_batch_max: int,
         read_bytes_max: int,
+        auto_skip_corrupted: bool = False,
     ) -> None:
         self.name = name
+        self._auto_skip_corrupted = auto_skip_corrupted
         self.ledger = ledger
         self.cursor = cursor
         self.clock = clock
@@ -71,6 +73,7 @@ class Subscription:
                 self.clock,
                 read_batch_max=self._read_batch_max,
                 read_bytes_max=self._read_bytes_max,
+                auto_skip_corrupted=self._auto_skip_corrupted,
             )
         self.sub_type = consumer.sub_type
         self.dispatcher.add_consumer(consumer)

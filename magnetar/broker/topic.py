@@ -53,6 +53,7 @@ class PersistentTopic:
         dedup_enabled: bool,
         read_batch_max: int,
         read_bytes_max: int,
+        auto_skip_corrupted: bool = False,
     ) -> None:
         self.name = name
         self.ledger = ledger
@@ -60,6 +61,7 @@ class PersistentTopic:
         self.dedup_enabled = dedup_enabled
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
+        self._auto_skip_corrupted = auto_skip_corrupted
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.dedup = Deduplication(ledger, enabled=dedup_enabled)
@@ -86,6 +88,7 @@ class PersistentTopic:
             durable=durable,
             read_batch_max=self._read_batch_max,
             read_bytes_max=self._read_bytes_max,
+            auto_skip_corrupted=self._auto_skip_corrupted,
         )
 
     # ---- producers -----------------------------------------------------------------------------------
