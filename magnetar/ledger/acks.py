@@ -107,10 +107,13 @@ class AckState:
     ) -> None:
         """Load persisted state, dropping whatever is not after the mark-delete position or not an entry."""
         lowest = self._ledgers.next_position(self._mark_delete)
+        # A range may start in a ledger trimmed since it was persisted: keep the part that still exists
+        # (dropping the whole range would redeliver acked entries; the simulator found this).
+        clamped = [(max(self._ledgers.forward(first), lowest), last) for first, last in ranges]
         valid = [
-            (max(first, lowest), last)
-            for first, last in ranges
-            if self._ledgers.is_entry(first) and self._ledgers.is_entry(last) and max(first, lowest) <= last
+            (first, last)
+            for first, last in clamped
+            if self._ledgers.is_entry(first) and self._ledgers.is_entry(last) and first <= last
         ]
         self._ranges = PositionRangeSet(self._ledgers.next_position, [*self._ranges.ranges(), *valid])
         self._acked_in_ranges = sum(self._count(f, la) for f, la in self._ranges.ranges())
