@@ -41,6 +41,12 @@ class PartitionedMetadata:
     partitions: int
 
 
+@dataclass(frozen=True, slots=True)
+class AutoTopicCreation:
+    allowed: bool
+    partitions: int  # 0 = create non-partitioned topics
+
+
 class BrokerService:
     def __init__(
         self,
@@ -88,17 +94,30 @@ class BrokerService:
         record = await self._get(partitioned_topic_key(topic))
         if record is not None:
             return PartitionedMetadata(int(json.loads(record.value)["partitions"]))
+        creation = await self.auto_topic_creation(topic.namespace_name)
         if (
-            self.config.allow_auto_topic_creation
-            and self.config.allow_auto_topic_creation_type == "partitioned"
+            creation.allowed
+            and creation.partitions > 0
             and topic.persistent
             and await self.namespace_exists(topic.namespace_name)
             and not await self.ledgers.exists(topic.managed_ledger_name)
         ):
-            n = max(1, self.config.default_num_partitions)
-            await self.create_partitioned_topic(topic, n)
-            return PartitionedMetadata(n)
+            await self.create_partitioned_topic(topic, creation.partitions)
+            return PartitionedMetadata(creation.partitions)
         return PartitionedMetadata(0)
+
+    async def auto_topic_creation(self, ns: NamespaceName) -> AutoTopicCreation:
+        """The broker's auto-creation settings, overridden by the namespace's ``autoTopicCreationOverride``."""
+        allowed = self.config.allow_auto_topic_creation
+        partitioned = self.config.allow_auto_topic_creation_type == "partitioned"
+        partitions = max(1, self.config.default_num_partitions)
+        record = await self._get(namespace_key(ns))
+        override = json.loads(record.value).get("autoTopicCreationOverride") if record is not None else None
+        if isinstance(override, dict) and isinstance(override.get("allowAutoTopicCreation"), bool):
+            allowed = override["allowAutoTopicCreation"]
+            partitioned = override.get("topicType") == "partitioned"
+            partitions = max(1, int(override.get("defaultNumPartitions", 1)))
+        return AutoTopicCreation(allowed, partitions if partitioned else 0)
 
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         if not 0 < partitions <= PARTITIONS_MAX:
@@ -158,7 +177,7 @@ class BrokerService:
             raise NotAllowed("non-persistent topics are not supported by magnetar yet")
         ml_name = topic.managed_ledger_name
         if not await self.ledgers.exists(ml_name):
-            if not (create and self.config.allow_auto_topic_creation):
+            if not (create and (await self.auto_topic_creation(topic.namespace_name)).allowed):
                 raise TopicNotFound(f"Topic {topic} does not exist")
             if not await self.namespace_exists(topic.namespace_name):
                 raise TopicNotFound(f"Namespace {topic.namespace_name} does not exist")
