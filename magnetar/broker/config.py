@@ -28,3 +28,8 @@ class BrokerConfig:
     max_consumer_permits: int = 1_000_000  # FLOW beyond this is clamped
     auto_skip_non_recoverable_data: bool = False  # skip (ack) entries that fail their checksum
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
+    # retention and TTL (broker/retention.py); a namespace's policies override these
+    default_retention_time_minutes: int = 0  # defaultRetentionTimeInMinutes: -1 forever, 0 none
+    default_retention_size_mb: int = 0  # defaultRetentionSizeInMB: -1 unlimited, 0 none
+    ttl_duration_default_seconds: int = 0  # ttlDurationDefaultInSeconds: 0 = messages never expire
+    retention_check_interval_seconds: int = 120  # retentionCheckIntervalInSeconds: trim and expire this often

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.retention import ExpiringTopic, RetentionService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedgerError, ManagedLedgerFactory
@@ -64,6 +65,7 @@ class BrokerService:
         self._producer_counter = 0
         self.started_ms = self.clock.now_ms()
         self.closing = False
+        self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
 
     async def start(self) -> None:
         """Create the cluster and the standalone namespaces if this is a fresh metadata store."""
@@ -77,6 +79,7 @@ class BrokerService:
                 await self.metadata.put(tenant_key, json.dumps(info).encode())
             if not await self.metadata.exists(namespace_key(ns)):
                 await self.metadata.put(namespace_key(ns), json.dumps({}).encode())
+        self.retention.start()
 
     def new_producer_name(self) -> str:
         self._producer_counter += 1
@@ -202,8 +205,13 @@ class BrokerService:
                  len(loaded.subscriptions))
         return loaded
 
+    def loaded_topics(self) -> list[tuple[NamespaceName, ExpiringTopic]]:
+        """For the retention task: every loaded topic with its namespace."""
+        return [(t.name.namespace_name, t) for t in self.topics.values()]
+
     async def close(self) -> None:
         self.closing = True
+        await self.retention.stop()
         for topic in list(self.topics.values()):
             try:
                 await topic.close()

@@ -1,0 +1,201 @@
+"""Retention and message TTL over the loaded topics: policy resolution and the periodic task.
+
+Owns (1) resolving a namespace's policies from its JSON at ``/admin/policies/<tenant>/<ns>`` with Pulsar's
+field names (``retention_policies.retentionTimeInMinutes`` / ``retentionSizeInMB``,
+``message_ttl_in_seconds``), falling back to the broker's defaults (``defaultRetentionTimeInMinutes``,
+``defaultRetentionSizeInMB``, ``ttlDurationDefaultInSeconds``); (2) message expiry, as Pulsar's
+``PersistentMessageExpiryMonitor``: each subscription's cursor is moved (cumulative ack) past the newest
+entry published before ``now - ttl``; (3) one task that, every ``retentionCheckIntervalInSeconds``,
+expires then trims every loaded topic (the trim itself, and which ledgers go, is the ledger layer's).
+
+It reads entries' publish time through the protocol codec and knows nothing of sockets or dispatch. A
+failure on one topic is logged and never stops the others or the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from magnetar import protocol as proto
+from magnetar.broker.config import MIB, BrokerConfig
+from magnetar.broker.names import NamespaceName
+from magnetar.clock import Clock
+from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, Position, RetentionPolicy, TrimResult
+from magnetar.metadata import api as md
+
+log = logging.getLogger("magnetar.broker.retention")
+
+MINUTE_MS = 60_000
+#: Topics visited per pass, at most (far above what one broker loads).
+TOPICS_PER_PASS_MAX = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPolicies:
+    retention: RetentionPolicy
+    ttl_seconds: int  # 0: messages never expire
+
+
+def _int_or(value: Any, default: int) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+def resolve_policies(config: BrokerConfig, namespace_policies: Mapping[str, Any] | None) -> TopicPolicies:
+    """The namespace's policies where it sets them, the broker's defaults elsewhere."""
+    ns = namespace_policies or {}
+    time_min, size_mb = config.default_retention_time_minutes, config.default_retention_size_mb
+    retention = ns.get("retention_policies")
+    if isinstance(retention, dict):
+        time_min = _int_or(retention.get("retentionTimeInMinutes"), time_min)
+        size_mb = _int_or(retention.get("retentionSizeInMB"), size_mb)
+    ttl = _int_or(ns.get("message_ttl_in_seconds"), config.ttl_duration_default_seconds)
+    policy = RetentionPolicy(
+        time_ms=time_min * MINUTE_MS if time_min >= 0 else -1,
+        size_bytes=size_mb * MIB if size_mb >= 0 else -1,
+    )
+    return TopicPolicies(policy, max(ttl, 0))
+
+
+async def namespace_policies(metadata: md.MetadataStore, ns: NamespaceName) -> dict[str, Any]:
+    record = await metadata.get(f"/admin/policies/{ns.tenant}/{ns.namespace}")
+    if record is None:
+        return {}
+    try:
+        body = json.loads(record.value)
+    except ValueError:
+        log.warning("namespace %s: policies are not JSON; broker defaults apply", ns)
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+# ---- message expiry (TTL) --------------------------------------------------------------------------------------
+
+
+async def _publish_time_ms(ledger: ManagedLedger, position: Position) -> int:
+    entry = await ledger.read_entry(position)
+    return int(proto.parse_entry_metadata(entry.data).publish_time)
+
+
+async def expiry_position(ledger: ManagedLedger, cutoff_ms: int) -> Position | None:
+    """The last entry published before ``cutoff_ms`` (publish times grow along the ledger), or None."""
+    found: Position | None = None
+    for summary in ledger.ledgers():  # oldest first; stop at the first ledger that is not wholly expired
+        if summary.entries <= 0:
+            continue
+        last = Position(summary.ledger_id, summary.entries - 1)
+        if await _publish_time_ms(ledger, last) < cutoff_ms:
+            found = last
+            continue
+        low, high = 0, summary.entries - 1  # the first entry not expired is in here
+        while low < high:  # binary search: at most log2(entries) reads
+            middle = (low + high) // 2
+            if await _publish_time_ms(ledger, Position(summary.ledger_id, middle)) < cutoff_ms:
+                low = middle + 1
+            else:
+                high = middle
+        if low > 0:
+            found = Position(summary.ledger_id, low - 1)
+        break
+    return found
+
+
+class ExpiringTopic(Protocol):
+    """What expiry and trimming need of a topic (``PersistentTopic`` has it)."""
+
+    @property
+    def ledger(self) -> ManagedLedger: ...
+
+
+async def expire_messages(topic: ExpiringTopic, ttl_seconds: int, now_ms: int) -> int:
+    """Acknowledge, on every subscription, the messages older than the TTL. Returns the cursors moved."""
+    ledger = topic.ledger
+    position = await expiry_position(ledger, now_ms - ttl_seconds * 1000)
+    if position is None:
+        return 0
+    moved = 0
+    for name, cursor in sorted(ledger.cursors.items()):
+        if name == "pulsar.dedup" or cursor.mark_delete_position >= position:
+            continue  # the dedup cursor is a system cursor: it follows its snapshots, not the TTL
+        cursor.acknowledge_cumulative(position)
+        moved += 1
+        log.info("%s: expired messages of subscription %s up to %s (TTL %d s)", ledger.name, name, position,
+                 ttl_seconds)
+    return moved
+
+
+# ---- the periodic task -----------------------------------------------------------------------------------------
+
+
+class RetentionTopics(Protocol):
+    """What the task needs of the broker."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def metadata(self) -> md.MetadataStore: ...
+
+    def loaded_topics(self) -> list[tuple[NamespaceName, ExpiringTopic]]: ...
+
+
+SleepS = Callable[[float], Awaitable[None]]
+
+
+class RetentionService:
+    """Every ``retention_check_interval_seconds``: expire by TTL, then trim, each loaded topic."""
+
+    def __init__(self, broker: RetentionTopics, clock: Clock, *, sleep_s: SleepS = asyncio.sleep) -> None:
+        self._broker = broker
+        self._clock = clock
+        self._sleep_s = sleep_s
+        self._task: asyncio.Task[None] | None = None
+        self.passes = 0
+        self.trimmed_ledgers = 0
+        self.expired_cursors = 0
+
+    def start(self) -> None:
+        interval_s = self._broker.config.retention_check_interval_seconds
+        if self._task is None and interval_s > 0:
+            self._task = asyncio.get_running_loop().create_task(self._run(interval_s), name="magnetar-retention")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+
+    async def _run(self, interval_s: float) -> None:
+        while True:  # lives as long as the broker; one pass per interval
+            await self._sleep_s(interval_s)
+            try:
+                await self.run_once()
+            except Exception:  # a bug must not end retention for the broker's life
+                log.exception("retention pass failed")
+
+    async def run_once(self) -> list[TrimResult]:
+        """One pass over the loaded topics; returns what each trim did."""
+        results: list[TrimResult] = []
+        cache: dict[NamespaceName, TopicPolicies] = {}
+        for ns, topic in self._broker.loaded_topics()[:TOPICS_PER_PASS_MAX]:
+            try:
+                policies = cache.get(ns)
+                if policies is None:
+                    raw = await namespace_policies(self._broker.metadata, ns)
+                    policies = cache[ns] = resolve_policies(self._broker.config, raw)
+                results.append(await self._apply(topic, policies))
+            except (ManagedLedgerError, md.MetadataError) as exc:
+                log.warning("retention of %s skipped this pass: %s", topic.ledger.name, exc)
+        self.passes += 1
+        return results
+
+    async def _apply(self, topic: ExpiringTopic, policies: TopicPolicies) -> TrimResult:
+        if policies.ttl_seconds > 0:
+            self.expired_cursors += await expire_messages(topic, policies.ttl_seconds, self._clock.now_ms())
+        result = await topic.ledger.trim(policies.retention)
+        self.trimmed_ledgers += len(result.trimmed)
+        return result
