@@ -144,20 +144,26 @@ class SharedDispatcher(Dispatcher):
         await super().close()
 
     async def _assign(self, prepared: list[Prepared], *, from_replay: bool) -> int:
-        """Hand entries out; what cannot go now waits in the replay set. Returns how many went."""
+        """Hand entries out; what cannot go now waits in the replay set. Returns how many consumers got some."""
         targets: dict[int, Consumer] = {}
-        delivered = 0
         for p in prepared:
             consumer = self._next_with_permits()
             if consumer is None:
                 self._hold(p)
-                continue
-            consumer.deliver([self._delivery(p)])
-            targets[id(consumer)] = consumer
-            delivered += 1
+            else:
+                self._send(consumer, p, targets)
+        return await self._drain(targets)
+
+    def _send(self, consumer: Consumer, p: Prepared, targets: dict[int, Consumer]) -> None:
+        consumer.deliver([self._delivery(p)])
+        targets.setdefault(id(consumer), consumer)
+
+    @staticmethod
+    async def _drain(targets: dict[int, Consumer]) -> int:
+        """Wait for each consumer that was sent something; returns how many consumers were served."""
         for c in targets.values():
             await c.endpoint.drain()
-        return delivered
+        return len(targets)
 
     def _next_with_permits(self) -> Consumer | None:
         n = len(self.consumers)
@@ -230,7 +236,6 @@ class KeySharedDispatcher(SharedDispatcher):
         # replayed entries are the oldest of their keys; new ones wait behind any replay of their key
         blocked = set() if from_replay else set(self._replay_hashes.values())
         targets: dict[int, Consumer] = {}
-        delivered = 0
         for p in sorted(prepared, key=lambda x: x.position):
             consumer = self.selector.select(p.key_hash) if self.selector is not None else None
             if (
@@ -243,9 +248,5 @@ class KeySharedDispatcher(SharedDispatcher):
                 self._hold(p)
                 blocked.add(p.key_hash)
                 continue
-            consumer.deliver([self._delivery(p)])
-            targets[id(consumer)] = consumer
-            delivered += 1
-        for c in targets.values():
-            await c.endpoint.drain()
-        return delivered
+            self._send(consumer, p, targets)
+        return await self._drain(targets)

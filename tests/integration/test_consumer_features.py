@@ -15,14 +15,12 @@ import pytest
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.collect import Collector
 from tests.integration.conftest import make_client
+from tests.integration.naming import topic_name
 
 RECEIVE_MS = 10_000
 PATTERN_DISCOVERY_WAIT_S = 80.0
 Type = pulsar.ConsumerType
 
-
-def topic_name(prefix: str) -> str:
-    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def send_batch(producer: pulsar.Producer, bodies: list[bytes]) -> list[pulsar.MessageId]:

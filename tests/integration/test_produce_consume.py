@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pulsar
 import pytest
 
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
+from tests.integration.naming import topic_name
 
 RECEIVE_TIMEOUT_MS = 10_000
 
-
-def topic_name(prefix: str) -> str:
-    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def test_unbatched_send_and_receive_in_order_with_ids_keys_properties_event_time(client: pulsar.Client) -> None:

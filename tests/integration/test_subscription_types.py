@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import uuid
-
 import mmh3
 import pulsar
 import pytest
 
 from tests.integration.collect import Collector
+from tests.integration.naming import topic_name
 
 RECEIVE_MS = 10_000
 Type = pulsar.ConsumerType
 
-
-def topic_name(prefix: str) -> str:
-    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def test_shared_spreads_messages_exactly_once(client: pulsar.Client) -> None:
