@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from magnetar import protocol as proto
 from magnetar.broker.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
+from magnetar.broker.buckets import entry_size_buckets, write_latency_buckets
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dedup import Deduplication, is_partial_chunk
 from magnetar.broker.errors import (
@@ -66,6 +67,8 @@ class PersistentTopic:
         self.subscriptions: dict[str, Subscription] = {}
         self.dedup = Deduplication(ledger, enabled=dedup_enabled)
         self.msg_in_counter = 0
+        self.write_latency_ms = write_latency_buckets()
+        self.entry_size_bytes = entry_size_buckets()
         self.bytes_in_counter = 0
         self.closed = False
         self._background: set[asyncio.Task[None]] = set()
@@ -191,6 +194,7 @@ class PersistentTopic:
                 raise NotAllowed(f"Topic {self.name} is closed")
             if producer.fenced:
                 raise ProducerFenced(f"Producer {name} is fenced or no longer attached to {self.name}")
+            started_ms = self.clock.monotonic_ms()
             try:
                 position = await self.ledger.add_entry(entry)
             except (ManagedLedgerError, StorageError) as exc:
@@ -203,6 +207,8 @@ class PersistentTopic:
             self.dedup.persisted(name, last_seq, position)
         else:
             self.dedup.entry_stored(position)
+        self.write_latency_ms.record(self.clock.monotonic_ms() - started_ms)
+        self.entry_size_bytes.record(len(entry))
         self.msg_in_counter += num_messages
         self.bytes_in_counter += len(entry)
         for sub in self.subscriptions.values():

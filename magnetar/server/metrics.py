@@ -121,6 +121,7 @@ class BrokerCollector(Collector):
         }
         for name, value in values.items():
             g[name].add_metric(labels, value)
+        self._buckets(topic, labels, g)
         c["pulsar_in_messages"].add_metric(labels, topic.msg_in_counter)
         c["pulsar_in_bytes"].add_metric(labels, topic.bytes_in_counter)
         c["pulsar_out_messages"].add_metric(labels, out_msgs)
@@ -133,6 +134,21 @@ class BrokerCollector(Collector):
                 plabels, self._rates.rate(pkey + "|bytes", p.bytes_in_counter))
         for sub in subs:
             self._subscription(sub, [*labels, sub.name], sg, clients)
+
+    @staticmethod
+    def _buckets(topic: PersistentTopic, labels: list[str], g: dict[str, GaugeMetricFamily]) -> None:
+        for prefix, buckets in (("pulsar_storage_write_latency", topic.write_latency_ms),
+                                ("pulsar_entry_size", topic.entry_size_bytes)):
+            for suffix, count in buckets.labelled():
+                name = f"{prefix}_{suffix}"
+                if name not in g:
+                    g[name] = GaugeMetricFamily(name, f"{prefix} entries in bucket {suffix}", labels=TOPIC_LABELS)
+                g[name].add_metric(labels, count)
+            for suffix, value in (("count", float(buckets.count)), ("sum", buckets.total)):
+                name = f"{prefix}_{suffix}"
+                if name not in g:
+                    g[name] = GaugeMetricFamily(name, f"{prefix} {suffix}", labels=TOPIC_LABELS)
+                g[name].add_metric(labels, value)
 
     def _subscription(
         self,

@@ -57,6 +57,12 @@ def test_metrics_move_with_traffic(broker: BrokerProcess, client: pulsar.Client)
     assert second[("pulsar_in_messages_total", topic)] == 5
     assert second[("pulsar_in_bytes_total", topic)] > first[("pulsar_in_bytes_total", topic)]
     assert second[("pulsar_out_messages_total", topic)] == 5
+    assert second[("pulsar_storage_write_latency_count", topic)] == 5
+    bucket_names = {n for n, _ in second if n.startswith("pulsar_storage_write_latency_le_")}
+    bucket_names.add("pulsar_storage_write_latency_overflow")
+    latency_buckets = [second[(n, topic)] for n in bucket_names]
+    assert sum(latency_buckets) == 5, "each write lands in exactly one latency bucket"
+    assert second[("pulsar_entry_size_le_128", topic)] == 5
 
 
 def _admin(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
