@@ -52,6 +52,10 @@ from magnetar.storage.api import EntryCorrupted, LedgerNotFound, LedgerSealed, L
 log = logging.getLogger("magnetar.ledger")
 
 
+#: Distinct corrupted entries remembered per managed ledger (counted and logged loudly once each).
+CORRUPTED_TRACKED_MAX = 10_000
+
+
 def ledger_custom_metadata(name: str) -> dict[str, str]:
     return {"application": "magnetar", "component": "managed-ledger", "pulsar/managed-ledger": name}
 
@@ -92,7 +96,7 @@ class ManagedLedgerImpl:
         self._pending_entries = 0
         self._pending_bytes = 0
         self._current_broken = False
-        self._corrupted_entries = 0
+        self._corrupted: set[Position] = set()  # distinct damaged entries found by reads (bounded)
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -195,7 +199,7 @@ class ManagedLedgerImpl:
 
     @property
     def corrupted_entries(self) -> int:
-        return self._corrupted_entries
+        return len(self._corrupted)
 
     async def read_range(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
         self._require_readable()
@@ -205,15 +209,18 @@ class ManagedLedgerImpl:
             bad = exc.entry_id if exc.entry_id is not None else first_entry
             if first_entry < bad <= last_entry:  # serve the good entries before the damage; the next read hits it
                 return await self.read_range(ledger_id, first_entry, bad - 1)
-            raise self._corrupted(ledger_id, first_entry, exc) from exc
+            raise self._corrupted_entry(ledger_id, first_entry, exc) from exc
         except StorageError as exc:
             raise ManagedLedgerError(f"{self._name}: read {ledger_id}:{first_entry}..{last_entry}: {exc}") from exc
 
-    def _corrupted(self, ledger_id: int, first_entry: int, exc: EntryCorrupted) -> EntryCorruptedError:
+    def _corrupted_entry(self, ledger_id: int, first_entry: int, exc: EntryCorrupted) -> EntryCorruptedError:
         """Loud on purpose: a damaged entry is never served as data, and operators must hear of it."""
         entry_id = exc.entry_id if exc.entry_id is not None else first_entry
         position = Position(ledger_id, entry_id)
-        self._corrupted_entries += 1
+        if position in self._corrupted or len(self._corrupted) >= CORRUPTED_TRACKED_MAX:
+            log.debug("%s: entry %s is corrupted (known)", self._name, position)
+            return EntryCorruptedError(f"{self._name}: entry {position} is corrupted: {exc}", position)
+        self._corrupted.add(position)
         log.error("%s: entry %s is corrupted (checksum mismatch in storage); it will not be served", self._name,
                   position)
         return EntryCorruptedError(f"{self._name}: entry {position} is corrupted: {exc}", position)
