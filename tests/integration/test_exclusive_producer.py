@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import json
 import subprocess
 import sys
 import uuid
@@ -12,7 +10,7 @@ import uuid
 import pulsar
 import pytest
 
-from magnetar.metadata.sqlite import SqliteMetadataStore
+from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
 
@@ -173,19 +171,13 @@ def test_topic_epoch_survives_a_restart(fresh_broker: BrokerProcess) -> None:
     client.close()
     fresh_broker.restart()
     client = make_client(fresh_broker.url)
-    client.create_producer(topic, access_mode=Mode.Exclusive).close()  # epoch 3
-    client.close()
-    fresh_broker.stop()
-    local = topic.rsplit("/", 1)[1]
-    record = asyncio.run(read_key(fresh_broker, f"/managed-ledgers/public/default/persistent/{local}"))
-    assert json.loads(record)["properties"]["pulsar.topic.epoch"] == "3"
-
-
-async def read_key(broker: BrokerProcess, key: str) -> bytes:
-    store = SqliteMetadataStore(broker.data_dir / "metadata.db")
     try:
-        record = await store.get(key)
+        producer = client.create_producer(topic, access_mode=Mode.Exclusive)  # epoch 3
+        path = "/admin/v2/" + topic.replace("://", "/")
+        status, internal = call(fresh_broker.web_url, "GET", path + "/internalStats")
+        assert status == 200 and internal["properties"]["pulsar.topic.epoch"] == "3"
+        status, stats = call(fresh_broker.web_url, "GET", path + "/stats")
+        assert stats["topicEpoch"] == 3 and stats["publishers"][0]["accessMode"] == "Exclusive"
+        producer.close()
     finally:
-        await store.close()
-    assert record is not None
-    return record.value
+        client.close()
