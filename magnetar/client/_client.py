@@ -15,7 +15,7 @@ from typing import Any, Literal
 from magnetar.client._config import BatchingConfig, ClientConfig, ConsumerConfig, DeadLetterPolicy, ProducerConfig
 from magnetar.client._consumer import Consumer, ReceiveQueue
 from magnetar.client._context import ClientContext
-from magnetar.client._lookup import partition_count
+from magnetar.client._lookup import partition_count, topics_of_namespace
 from magnetar.client._messages import EARLIEST, LATEST, Message, MessageId, full_topic_name, partition_name
 from magnetar.client._partitioned import MultiTopicConsumer, PartitionedProducer
 from magnetar.client._pool import ConnectionPool
@@ -91,6 +91,10 @@ class Client:
         full = full_topic_name(topic)
         count = await partition_count(self._context.pool, self.config.service_url, full)
         return [partition_name(full, i) for i in range(count)] if count else [full]
+
+    async def get_topics_of_namespace(self, namespace: str) -> list[str]:
+        """Every persistent topic of ``tenant/namespace`` (partitions listed one by one)."""
+        return await topics_of_namespace(self._context.pool, self.config.service_url, namespace)
 
     # ------------------------------------------------------------ producers
 

@@ -1,0 +1,98 @@
+"""Driver-side questions to the broker: which partitions a source covers, where each one ends, where
+a publish time falls, and what the first unread message looks like (for admission limits).
+
+Every answer comes from ``magnetar.client`` (partition metadata, namespace listing,
+GET_LAST_MESSAGE_ID through a short-lived non-durable reader, seek by time); nothing here leaves a
+subscription behind. Knows nothing of Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from magnetar.client import Client, MessageId
+from magnetar.client._messages import full_topic_name, partition_index
+from magnetar.client.errors import OperationTimeout
+from magnetar.spark.offsets import BEFORE_FIRST, inclusive_to_exclusive
+from magnetar.spark.options import OptionError, TopicSpec
+
+__all__ = ["Peek", "last_ids", "list_partitions", "peek_next", "start_at_time"]
+
+_PROBE_TIMEOUT_MS = 5_000
+
+
+async def _expand(client: Client, topics: list[str]) -> list[str]:
+    out: list[str] = []
+    for topic in topics:
+        out += await client.get_topic_partitions(topic)
+    return out
+
+
+async def list_partitions(client: Client, spec: TopicSpec) -> list[str]:
+    """The (partition) topics a source reads now, sorted; partitioned topics expand to their partitions."""
+    if spec.pattern is None:
+        return sorted(set(await _expand(client, list(spec.topics))))
+    full = full_topic_name(spec.pattern) if "://" not in spec.pattern else spec.pattern
+    domain, _, rest = full.partition("://")
+    tenant, namespace, _ = rest.split("/", 2)
+    try:
+        regex = re.compile(full)
+    except re.error as exc:
+        raise OptionError(f"option topicsPattern is not a regular expression: {exc}") from exc
+    names = await client.get_topics_of_namespace(f"{tenant}/{namespace}")
+    parents = {n.rsplit("-partition-", 1)[0] if partition_index(n) >= 0 else n for n in names}
+    chosen = sorted(p for p in parents if regex.fullmatch(p) and p.startswith(domain))
+    return sorted(set(await _expand(client, chosen)))
+
+
+async def last_ids(client: Client, topics: list[str]) -> dict[str, MessageId]:
+    """The id of each partition's last message; entry id -1 for an empty partition."""
+    out: dict[str, MessageId] = {}
+    for topic in topics:
+        reader = await client.create_reader(topic, "latest", receiver_queue_size=1)
+        try:
+            last = await reader.last_message_id()
+        finally:
+            await reader.close()
+        out[topic] = MessageId(last.ledger_id, last.entry_id, last.batch_index)
+    return out
+
+
+async def start_at_time(client: Client, topic: str, time_ms: int, last: MessageId) -> MessageId:
+    """The exclusive start whose next message is the first published at or after ``time_ms``."""
+    if last.entry_id < 0:
+        return BEFORE_FIRST
+    consumer = await client.subscribe(
+        topic, f"spark-time-{time_ms}", durable=False, receiver_queue_size=1, initial_position="earliest",
+    )
+    try:
+        await consumer.seek(time_ms)
+        msg = await consumer.receive(_PROBE_TIMEOUT_MS)
+    except OperationTimeout:
+        return MessageId(last.ledger_id, last.entry_id, last.batch_index)
+    finally:
+        await consumer.close()
+    first = msg.message_id
+    return inclusive_to_exclusive(MessageId(first.ledger_id, first.entry_id, first.batch_index))
+
+
+@dataclass(frozen=True, slots=True)
+class Peek:
+    """The first unread message of a partition: its id, how many messages its entry holds, its size."""
+
+    first: MessageId
+    batch_size: int
+    size_bytes: int
+
+
+async def peek_next(client: Client, topic: str, start: MessageId) -> Peek | None:
+    reader = await client.create_reader(topic, start, receiver_queue_size=1)
+    try:
+        msg = await reader.read_next(_PROBE_TIMEOUT_MS)
+    except OperationTimeout:
+        return None
+    finally:
+        await reader.close()
+    mid = msg.message_id
+    return Peek(MessageId(mid.ledger_id, mid.entry_id, mid.batch_index), max(msg.batch_size, 1), len(msg.data) + 64)

@@ -1,0 +1,147 @@
+"""Reading one offset range of one topic partition on an executor, with data-loss detection.
+
+A range is ``(start, end]``: the broker starts a non-durable reader after ``start`` (exclusive, applied
+by the broker), and the scan stops at ``end`` or at the first message past it. If the first message
+does not certainly follow ``start`` (it is in another ledger), a one-message inclusive probe tells
+whether ``start`` still exists; if it does not, retention removed data between ``start`` and the
+first message: ``DataLossError`` names that range, or it is skipped when ``failOnDataLoss`` is false.
+Knows nothing of Spark; returns Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import pyarrow as pa
+
+from magnetar.client import Client, Message, MessageId, Reader
+from magnetar.client.errors import OperationTimeout
+from magnetar.spark import runtime
+from magnetar.spark.offsets import BEFORE_FIRST, contiguous, is_past, reaches
+from magnetar.spark.schema import to_record_batch
+
+__all__ = ["DataLossError", "ScanRange", "iter_batches", "scan"]
+
+log = logging.getLogger(__name__)
+
+ROWS_PER_BATCH: Final = 8192
+_RECEIVER_QUEUE: Final = 2000
+
+
+class DataLossError(RuntimeError):
+    """Messages that a range should contain are gone (retention or deletion removed them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRange:
+    """What an input partition carries to the executor: everything ``read()`` needs."""
+
+    topic: str
+    partition: int
+    start: MessageId  # exclusive
+    end: MessageId  # inclusive
+    start_time_ms: int | None = None
+    end_time_ms: int | None = None
+
+
+def parent_topic(topic: str, partition: int) -> str:
+    """``persistent://t/n/x`` for ``persistent://t/n/x-partition-3``; the topic itself otherwise."""
+    return topic.rsplit("-partition-", 1)[0] if partition >= 0 else topic
+
+
+def _lost(rng: ScanRange, first: MessageId | None) -> str:
+    upto = f"before {first}" if first is not None else f"up to the range end {rng.end}"
+    return (f"data loss in {rng.topic}: messages after {rng.start} {upto} are no longer available "
+            "(removed by retention?); set failOnDataLoss=false to skip them")
+
+
+async def _start_exists(client: Client, topic: str, start: MessageId, timeout_ms: int) -> bool:
+    probe = await client.create_reader(topic, start, inclusive=True, receiver_queue_size=1)
+    try:
+        msg = await probe.read_next(timeout_ms)
+        return msg.message_id.entry == start.entry
+    except OperationTimeout:
+        return False
+    finally:
+        await probe.close()
+
+
+async def _check_first(client: Client, rng: ScanRange, first: MessageId | None, fail: bool, timeout_ms: int) -> None:
+    if first is not None and contiguous(rng.start, first):
+        return
+    if rng.start == BEFORE_FIRST or await _start_exists(client, rng.topic, rng.start, timeout_ms):
+        return
+    if fail:
+        raise DataLossError(_lost(rng, first))
+    log.warning("%s; skipped (failOnDataLoss=false)", _lost(rng, first))
+
+
+async def _next(reader: Reader, rng: ScanRange, timeout_ms: int) -> Message | None:
+    """The next message, or None when the range's end can no longer arrive (it was removed)."""
+    for _ in range(3):  # bounded: three quiet polls with the end still ahead of the topic's last id
+        try:
+            return await reader.read_next(timeout_ms)
+        except OperationTimeout:
+            last = await reader.last_message_id()
+            if last.entry_id < 0 or is_past(rng.end, last):
+                return None
+    raise TimeoutError(f"no message from {rng.topic} after {rng.start} within {3 * timeout_ms} ms")
+
+
+def _wanted(msg: Message, rng: ScanRange) -> bool:
+    t = msg.publish_time_ms
+    return (rng.start_time_ms is None or t >= rng.start_time_ms) and (rng.end_time_ms is None or t < rng.end_time_ms)
+
+
+async def scan(
+    client: Client, rng: ScanRange, *, fail_on_data_loss: bool, timeout_ms: int
+) -> AsyncIterator[list[Message]]:
+    """Chunks of at most ``ROWS_PER_BATCH`` messages of the range, in order."""
+    if rng.end.entry_id < 0 or not is_past(rng.end, rng.start):
+        return
+    reader = await client.create_reader(rng.topic, rng.start, receiver_queue_size=_RECEIVER_QUEUE)
+    try:
+        msg = await _next(reader, rng, timeout_ms)
+        await _check_first(client, rng, None if msg is None else msg.message_id, fail_on_data_loss, timeout_ms)
+        chunk: list[Message] = []
+        while msg is not None and not is_past(msg.message_id, rng.end):  # bounded by the range end
+            if _wanted(msg, rng):
+                chunk.append(msg)
+            if reaches(msg, rng.end):
+                break
+            if len(chunk) >= ROWS_PER_BATCH:
+                yield chunk
+                chunk = []
+            msg = await _next(reader, rng, timeout_ms)
+            if msg is None and fail_on_data_loss:
+                raise DataLossError(_lost(rng, None))
+        if chunk:
+            yield chunk
+    finally:
+        await asyncio.shield(reader.close())
+
+
+async def _next_chunk(agen: AsyncIterator[list[Message]]) -> list[Message] | None:
+    try:
+        return await agen.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+def iter_batches(rng: ScanRange, *, service_url: str, client_options: tuple[tuple[str, int], ...],
+                 fail_on_data_loss: bool, timeout_ms: int) -> Iterator[pa.RecordBatch]:
+    """The range as Arrow record batches, driving the scan on this process's loop chunk by chunk."""
+    client = runtime.client_for(service_url, client_options)
+    agen = scan(client, rng, fail_on_data_loss=fail_on_data_loss, timeout_ms=timeout_ms)
+    try:
+        while True:  # ends with the scan, which ends at the range end
+            chunk = runtime.run(_next_chunk(agen))
+            if chunk is None:
+                return
+            yield to_record_batch(chunk, parent_topic(rng.topic, rng.partition), rng.partition)
+    finally:
+        runtime.run(agen.aclose(), 60.0)

@@ -1,0 +1,175 @@
+"""Batch and streaming sinks (at-least-once): every task sends its rows and waits for every receipt.
+
+Rows arrive as Arrow record batches; ``value`` is required, ``key``, ``topic`` (when no ``topic``
+option), ``eventTime`` and ``properties`` are optional. Producers are cached per worker process
+(``runtime.process_cache``) and keyed by broker and topic; a producer that failed is dropped from the
+cache. Sends are pipelined within a bounded window; any row whose send fails fails the task, so Spark
+retries it (duplicates are possible, loss is not). Knows Spark's writer classes and
+``magnetar.client``; exactly-once through transactions comes later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, MapType, StringType, StructType, TimestampNTZType, TimestampType
+
+from magnetar.client import PartitionedProducer, Producer
+from magnetar.spark import runtime
+from magnetar.spark.options import OptionError, SinkOptions
+
+__all__ = ["PulsarBatchWriter", "PulsarStreamWriter", "SinkCommit", "check_sink_schema"]
+
+_WINDOW_MAX: Final = 10_000
+
+
+@dataclass
+class SinkCommit(WriterCommitMessage):  # type: ignore[misc]
+    rows: int
+
+
+def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
+    fields = {f.name: f.dataType for f in schema.fields}
+    allowed: dict[str, tuple[type, ...]] = {
+        "value": (BinaryType, StringType), "key": (BinaryType, StringType), "topic": (StringType,),
+        "eventTime": (TimestampType, TimestampNTZType), "properties": (MapType,),
+    }
+    if "value" not in fields:
+        raise OptionError(f"the pulsar sink needs a value column (binary or string); columns: {sorted(fields)}")
+    if opts.topic is None and "topic" not in fields:
+        raise OptionError("the pulsar sink needs option topic or a topic column")
+    for name, kinds in allowed.items():
+        if name in fields and not isinstance(fields[name], kinds):
+            raise OptionError(f"sink column {name} has type {fields[name].simpleString()}, "
+                              f"expected {' or '.join(k.__name__ for k in kinds)}")
+
+
+def _as_bytes(value: Any) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def _as_key(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else bytes(value).decode("utf-8")
+
+
+def _event_ms(value: datetime | None) -> int:
+    return 0 if value is None else int(value.timestamp() * 1000)
+
+
+async def _producer(opts: SinkOptions, topic: str) -> Producer | PartitionedProducer:
+    cache = runtime.process_cache()
+    key = ("producer", opts.service_url, opts.client_options, topic, opts.batching)
+    if key not in cache:
+        client = runtime.client_for(opts.service_url, opts.client_options)
+        cache[key] = await client.create_producer(
+            topic, batching=opts.batching, max_pending_messages=opts.max_pending_messages,
+            block_if_queue_full=True,
+        )
+    producer: Producer | PartitionedProducer = cache[key]
+    return producer
+
+
+def _forget(opts: SinkOptions, topic: str) -> None:
+    runtime.process_cache().pop(("producer", opts.service_url, opts.client_options, topic, opts.batching), None)
+
+
+def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
+    names = batch.schema.names
+    columns = {n: batch.column(n).to_pylist() for n in ("value", "key", "topic", "eventTime", "properties")
+               if n in names}
+    for i in range(batch.num_rows):
+        yield {n: col[i] for n, col in columns.items()}
+
+
+async def _send_batch(opts: SinkOptions, batch: pa.RecordBatch, pending: deque[tuple[str, Any]]) -> None:
+    for row in _rows(batch):
+        topic = opts.topic or row.get("topic")
+        if not topic:
+            raise OptionError("a row has no topic (null topic column and no topic option)")
+        if row["value"] is None:
+            raise OptionError(f"a row for {topic} has a null value")
+        props = row.get("properties")
+        producer = await _producer(opts, topic)
+        try:
+            future = producer.send_nowait(
+                _as_bytes(row["value"]), key=_as_key(row.get("key")),
+                properties=dict(props) if props else None, event_time_ms=_event_ms(row.get("eventTime")),
+            )
+        except Exception:
+            _forget(opts, topic)
+            raise
+        pending.append((topic, future))
+        if len(pending) >= min(_WINDOW_MAX, opts.max_pending_messages // 2 or 1):
+            await _settle(opts, pending, keep=len(pending) // 2)
+
+
+async def _settle(opts: SinkOptions, pending: deque[tuple[str, Any]], keep: int = 0) -> None:
+    """Wait for the oldest sends until ``keep`` remain; the first failed receipt fails the task."""
+    while len(pending) > keep:  # bounded by the window
+        topic, future = pending.popleft()
+        try:
+            await future
+        except Exception as exc:
+            _forget(opts, topic)
+            raise RuntimeError(f"a row sent to {topic} was not stored: {exc}") from exc
+
+
+def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
+    """Send every row of ``batches``; return only when every row's receipt is in."""
+    pending: deque[tuple[str, Any]] = deque()
+    rows = 0
+    try:
+        for batch in batches:  # ends with Spark's iterator
+            runtime.run(_send_batch(opts, batch, pending))
+            rows += batch.num_rows
+        runtime.run(_flush_all(opts, pending))
+    finally:
+        if pending:
+            runtime.run(_abandon(pending), 60.0)
+    return SinkCommit(rows)
+
+
+async def _flush_all(opts: SinkOptions, pending: deque[tuple[str, Any]]) -> None:
+    for topic in {t for t, _ in pending}:
+        await (await _producer(opts, topic)).flush()
+    await _settle(opts, pending)
+
+
+async def _abandon(pending: deque[tuple[str, Any]]) -> None:
+    """After a failure: let the other sends finish or fail quietly (the task is failing anyway)."""
+    futures = [f for _, f in pending]
+    pending.clear()
+    await asyncio.gather(*futures, return_exceptions=True)
+
+
+class PulsarBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        return write_batches(self.opts, iterator)
+
+
+class PulsarStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+    """At-least-once: tasks wait for every receipt, so commit has nothing left to do."""
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        return write_batches(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        return None
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        return None
