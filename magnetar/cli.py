@@ -1,4 +1,5 @@
-"""The ``magnetar`` command line: ``magnetar standalone``, ``magnetar admin`` (more verbs join as their issues land)."""
+"""The ``magnetar`` command line: ``magnetar standalone``, ``magnetar admin``, ``magnetar perf`` (more verbs join
+as their issues land)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from magnetar import __version__
 from magnetar.admin_cli import add_admin_parser, run_admin
 from magnetar.config import ConfigError, build_settings, parse_overrides, read_file
+from magnetar.perf import add_perf_parser, run_perf
 from magnetar.server.standalone import StandaloneSettings, run_standalone
 
 
@@ -30,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="override a setting by its broker.conf name, e.g. --set journalSyncData=false")
     sa.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add_admin_parser(verbs)
+    add_perf_parser(verbs)
     return parser
 
 
@@ -57,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.verb == "admin":
         return run_admin(args)
+    if args.verb == "perf":
+        return run_perf(args)
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

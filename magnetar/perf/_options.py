@@ -1,0 +1,188 @@
+"""The ``magnetar perf`` command line: argparse for produce / consume / e2e, and one validated options value.
+
+Flag names follow ``pulsar-perf`` where it has one (``--rate``, ``--size``, ``--num-topics``,
+``--num-producers``, ``--batch-max-messages``, ``--compression``, ``--test-duration``), spelled the argparse
+way. The options value is what the drivers read; it knows nothing of clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+from typing import Any, Final, Literal
+
+Verb = Literal["produce", "consume", "e2e"]
+VERBS: Final = ("produce", "consume", "e2e")
+CLIENTS: Final = ("official", "magnetar")
+COMPRESSIONS: Final = ("none", "lz4", "zlib", "zstd", "snappy")
+SUBSCRIPTION_TYPES: Final = ("exclusive", "shared", "failover", "key_shared")
+ACK_MODES: Final = ("individual", "cumulative", "none")
+TOPICS_MAX = 100_000
+CLIENTS_PER_TOPIC_MAX = 1_000
+PENDING_MAX = 1_000_000
+
+
+class OptionsError(ValueError):
+    """A flag combination that cannot run."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PerfOptions:
+    verb: Verb
+    service_url: str
+    admin_url: str
+    client: str
+    topic: str
+    num_topics: int
+    partitions: int
+    num_producers: int
+    num_consumers: int
+    rate_per_s: float
+    size_bytes: int
+    messages: int  # 0: no count limit
+    duration_s: float  # 0: no time limit
+    batching: bool
+    batch_max_messages: int
+    batch_max_bytes: int
+    batch_delay_ms: float
+    compression: str
+    max_pending: int
+    subscription: str
+    subscription_type: str
+    initial_position: str
+    receiver_queue_size: int
+    ack_mode: str
+    io_threads: int
+    json: bool
+    progress: bool
+    warmup_messages: int
+    sample_every: int
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.service_url.startswith("pulsar://"), f"--service-url must be pulsar://, got {self.service_url}"),
+            (1 <= self.num_topics <= TOPICS_MAX, f"--num-topics must be within 1..{TOPICS_MAX}"),
+            (0 <= self.partitions <= 10_000, "--partitions must be within 0..10000"),
+            (1 <= self.num_producers <= CLIENTS_PER_TOPIC_MAX, "--num-producers must be >= 1"),
+            (1 <= self.num_consumers <= CLIENTS_PER_TOPIC_MAX, "--num-consumers must be >= 1"),
+            (self.rate_per_s >= 0, "--rate must be >= 0 (0: as fast as possible)"),
+            (self.size_bytes >= 1, "--size must be >= 1"),
+            (self.messages >= 0 and self.duration_s >= 0, "--messages and --test-duration must be >= 0"),
+            (self.messages > 0 or self.duration_s > 0, "give --messages or --test-duration (or both)"),
+            (1 <= self.max_pending <= PENDING_MAX, f"--max-pending must be within 1..{PENDING_MAX}"),
+            (self.batch_max_messages >= 1 and self.batch_max_bytes >= 1, "batch limits must be >= 1"),
+            (self.batch_delay_ms >= 0, "--batch-delay-ms must be >= 0"),
+            (self.receiver_queue_size >= 1, "--receiver-queue-size must be >= 1"),
+            (self.io_threads >= 1, "--io-threads must be >= 1"),
+            (self.warmup_messages >= 0, "--warmup-messages must be >= 0"),
+            (1 <= self.sample_every <= 1_000_000, "--sample-every must be within 1..1000000"),
+            (not (self.ack_mode == "cumulative" and self.subscription_type in ("shared", "key_shared")),
+             "cumulative acks need an exclusive or failover subscription"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise OptionsError(message)
+
+    def topic_names(self) -> list[str]:
+        """The topics this run uses: ``topic`` itself, or ``topic-0`` .. ``topic-N-1``."""
+        if self.num_topics == 1:
+            return [self.topic]
+        return [f"{self.topic}-{i}" for i in range(self.num_topics)]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text.replace("_", ""))
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("topic", nargs="?", default="persistent://public/default/perf", help="topic (or name prefix)")
+    p.add_argument("-u", "--service-url", default="pulsar://localhost:6650")
+    p.add_argument("--admin-url", default="http://localhost:8080", help="admin HTTP API (for --partitions)")
+    p.add_argument("--client", choices=CLIENTS, default="official", help="official pulsar-client or magnetar.client")
+    p.add_argument("-t", "--num-topics", type=_positive_int, default=1)
+    p.add_argument("--partitions", type=_positive_int, default=0, help="create each topic with N partitions")
+    p.add_argument("-m", "--messages", type=_positive_int, default=0, help="stop after N messages (0: no limit)")
+    p.add_argument("--test-duration", dest="duration_s", type=float, default=0.0, help="stop after S seconds")
+    p.add_argument("--io-threads", type=_positive_int, default=1, help="official client I/O threads")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-second line on stderr")
+
+
+def _producing(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--num-producers", type=_positive_int, default=1, help="producers per topic")
+    p.add_argument("-r", "--rate", dest="rate_per_s", type=float, default=0.0, help="msg/s in total (0: max)")
+    p.add_argument("-s", "--size", dest="size_bytes", type=_positive_int, default=1024, help="message bytes")
+    p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--batch-max-messages", type=_positive_int, default=1000)
+    p.add_argument("--batch-max-bytes", type=_positive_int, default=128 * 1024)
+    p.add_argument("--batch-delay-ms", type=float, default=1.0, help="max publish delay of a batch")
+    p.add_argument("-z", "--compression", choices=COMPRESSIONS, default="none")
+    p.add_argument("-o", "--max-pending", type=_positive_int, default=1000, help="pending sends per producer")
+    p.add_argument("--warmup-messages", type=_positive_int, default=0, help="sent before measuring starts")
+    p.add_argument("--sample-every", type=_positive_int, default=1,
+                   help="time one send in N (each official-client callback costs a GIL hand-off); counts stay exact")
+
+
+def _consuming(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--num-consumers", type=_positive_int, default=1, help="consumers per topic")
+    p.add_argument("-S", "--subscription", default="perf-sub")
+    p.add_argument("--subscription-type", choices=SUBSCRIPTION_TYPES, default="exclusive")
+    p.add_argument("--initial-position", choices=("earliest", "latest"), default="latest")
+    p.add_argument("-q", "--receiver-queue-size", type=_positive_int, default=1000)
+    p.add_argument("--ack-mode", choices=ACK_MODES, default="individual")
+
+
+def add_perf_parser(verbs: Any) -> argparse.ArgumentParser:
+    """Add ``perf produce|consume|e2e`` to the CLI's sub-parsers."""
+    perf: argparse.ArgumentParser = verbs.add_parser("perf", help="measure throughput and latency (like pulsar-perf)")
+    kinds = perf.add_subparsers(dest="perf_verb", required=True)
+    produce = kinds.add_parser("produce", help="publish at a rate (or max) and report publish latency")
+    consume = kinds.add_parser("consume", help="consume and report throughput and end-to-end latency")
+    e2e = kinds.add_parser("e2e", help="produce and consume at once and report end-to-end latency")
+    for parser, roles in ((produce, (_producing,)), (consume, (_consuming,)), (e2e, (_producing, _consuming))):
+        _common(parser)
+        for role in roles:
+            role(parser)
+    return perf
+
+
+def options_from(args: argparse.Namespace) -> PerfOptions:
+    """Build the validated options value from parsed flags (defaults fill the other verb's flags)."""
+    values = vars(args)
+    return PerfOptions(
+        verb=values["perf_verb"],
+        service_url=values["service_url"],
+        admin_url=values["admin_url"],
+        client=values["client"],
+        topic=values["topic"],
+        num_topics=values["num_topics"],
+        partitions=values["partitions"],
+        num_producers=values.get("num_producers", 1),
+        num_consumers=values.get("num_consumers", 1),
+        rate_per_s=values.get("rate_per_s", 0.0),
+        size_bytes=values.get("size_bytes", 1024),
+        messages=values["messages"],
+        duration_s=values["duration_s"],
+        batching=values.get("batching", True),
+        batch_max_messages=values.get("batch_max_messages", 1000),
+        batch_max_bytes=values.get("batch_max_bytes", 128 * 1024),
+        batch_delay_ms=values.get("batch_delay_ms", 1.0),
+        compression=values.get("compression", "none"),
+        max_pending=values.get("max_pending", 1000),
+        subscription=values.get("subscription", "perf-sub"),
+        subscription_type=values.get("subscription_type", "exclusive"),
+        initial_position=values.get("initial_position", "latest"),
+        receiver_queue_size=values.get("receiver_queue_size", 1000),
+        ack_mode=values.get("ack_mode", "individual"),
+        io_threads=values["io_threads"],
+        json=values["json"],
+        progress=values["progress"],
+        warmup_messages=values.get("warmup_messages", 0),
+        sample_every=values.get("sample_every", 1),
+    )

@@ -1,0 +1,114 @@
+"""Run one ``magnetar perf`` measurement: prepare topics, start the driver thread, tick once a second.
+
+The runner owns time: it starts the clock when the driver says warm-up is over, stops the driver when the
+duration is up (or on Ctrl-C), ticks the recorders into per-second intervals for the progress line and
+totals for the summary. Partitioned topics are created through the admin HTTP API, as pulsar-perf does.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import TextIO
+
+from magnetar.perf._flows import Driver, Flows
+from magnetar.perf._options import PerfOptions
+from magnetar.perf._recorder import Interval
+from magnetar.perf._report import progress_line, summary_json, summary_table
+
+TICK_S = 1.0
+START_TIMEOUT_S = 120.0  # bound on connecting, subscribing and warming up
+INTERVALS_MAX = 86_400  # a day of per-second intervals kept for --json
+ADMIN_TIMEOUT_S = 30.0
+
+
+class PerfError(RuntimeError):
+    """The run could not be set up (no broker, admin API refused, driver failed)."""
+
+
+def driver_for(options: PerfOptions) -> Driver:
+    if options.client == "official":
+        from magnetar.perf._official import run_official
+
+        return run_official
+    from magnetar.perf._native import run_native
+
+    return run_native
+
+
+def create_partitions(options: PerfOptions) -> None:
+    """Create each topic with ``options.partitions`` partitions (409 Conflict: it exists; fine)."""
+    for topic in options.topic_names():
+        domain, _, rest = topic.partition("://") if "://" in topic else ("persistent", "", f"public/default/{topic}")
+        path = "/".join(urllib.parse.quote(part, safe="") for part in rest.split("/"))
+        url = f"{options.admin_url.rstrip('/')}/admin/v2/{domain}/{path}/partitions"
+        request = urllib.request.Request(url, data=str(options.partitions).encode(), method="PUT",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S):
+                pass
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise PerfError(f"creating {topic} with {options.partitions} partitions: HTTP {exc.code}") from exc
+        except OSError as exc:
+            raise PerfError(f"admin API at {options.admin_url} unreachable: {exc}") from exc
+
+
+def run(options: PerfOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Measure as the options say; print progress and the summary. Returns the exit code."""
+    if options.partitions:
+        create_partitions(options)
+    flows = Flows()
+    failure: list[BaseException] = []
+    thread = threading.Thread(target=_drive, args=(driver_for(options), options, flows, failure), daemon=True)
+    thread.start()
+    if not flows.started.wait(START_TIMEOUT_S) or failure:
+        flows.stop.set()
+        raise PerfError(f"could not start: {failure[0] if failure else 'timed out'}")
+    recorders = [r for r in (flows.publish, flows.consume) if _measures(options, r.name)]
+    intervals: list[list[Interval]] = []
+    start_s = last_s = time.perf_counter()
+    try:
+        while thread.is_alive():  # bounded: the driver ends on its count, or on stop (duration / Ctrl-C)
+            thread.join(max(0.0, last_s + TICK_S - time.perf_counter()))
+            now_s = time.perf_counter()
+            if options.duration_s and now_s - start_s >= options.duration_s:
+                flows.stop.set()
+            if now_s - last_s >= TICK_S or not thread.is_alive():
+                tick = [r.tick(now_s - last_s) for r in recorders]
+                last_s = now_s
+                if len(intervals) < INTERVALS_MAX:
+                    intervals.append(tick)
+                if options.progress:
+                    print(progress_line(now_s - start_s, tick), file=err, flush=True)
+    except KeyboardInterrupt:
+        flows.stop.set()
+        thread.join(START_TIMEOUT_S)
+    elapsed_s = time.perf_counter() - start_s
+    for r in recorders:
+        r.tick(0.0)
+    totals = [r.overall(elapsed_s) for r in recorders]
+    if failure:
+        print(f"magnetar perf: {type(failure[0]).__name__}: {failure[0]}", file=err)
+    text = summary_json(options, elapsed_s, totals, intervals) if options.json else \
+        summary_table(options, elapsed_s, totals)
+    print(text, file=out, flush=True)
+    return 1 if failure else 0
+
+
+def _measures(options: PerfOptions, flow: str) -> bool:
+    return (flow == "publish" and options.verb != "consume") or (flow == "consume" and options.verb != "produce")
+
+
+def _drive(driver: Driver, options: PerfOptions, flows: Flows, failure: list[BaseException]) -> None:
+    try:
+        driver(options, flows)
+    except Exception as exc:
+        failure.append(exc)
+    finally:
+        flows.started.set()
+
