@@ -107,9 +107,3 @@ class Producer:
         if self._in_flight:
             await asyncio.gather(*(i.future for i in list(self._in_flight)), return_exceptions=True)
         self._answer_completed()
-
-    def fail_pending(self) -> None:
-        """Drop the answers of in-flight publishes (the producer was fenced: they must not be receipted)."""
-        for item in self._in_flight:
-            item.future.remove_done_callback(self._answer_completed)
-        self._in_flight.clear()

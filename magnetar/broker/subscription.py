@@ -6,6 +6,7 @@ client acks into cursor operations. A non-durable subscription (a reader) lives 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -46,7 +47,7 @@ class Subscription:
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
         self.dispatcher: Dispatcher | None = None
-        self._retired: list[Dispatcher] = []  # replaced by a type change; closed with the subscription
+        self._closing: set[asyncio.Task[None]] = set()  # dispatchers replaced by a type change
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
 
@@ -64,8 +65,10 @@ class Subscription:
             if consumer.sub_type == SubType.EXCLUSIVE:
                 raise ConsumerBusy(f"Exclusive consumer is already connected to subscription {self.name!r}")
         if self.dispatcher is None or self.dispatcher.sub_type != consumer.sub_type:
-            if self.dispatcher is not None:
-                self._retired.append(self.dispatcher)
+            if self.dispatcher is not None:  # no consumers left: the old type's dispatcher goes
+                task = asyncio.get_running_loop().create_task(self.dispatcher.close())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
             self.dispatcher = new_dispatcher(
                 consumer.sub_type,
                 self.ledger,
@@ -149,9 +152,8 @@ class Subscription:
         return self.cursor.backlog_entries()
 
     async def close(self) -> None:
-        for retired in self._retired:
-            await retired.close()
-        self._retired.clear()
+        if self._closing:
+            await asyncio.gather(*self._closing)
         if self.dispatcher is not None:
             await self.dispatcher.close()
         if self.durable:

@@ -30,7 +30,6 @@ log = logging.getLogger("magnetar.server.connection")
 READ_CHUNK_BYTES = 256 * 1024
 WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
 REQUESTS_IN_FLIGHT_MAX = 1024  # concurrent request handlers per connection
-PROTOCOL_VERSION_MAX = 20
 
 
 class State(enum.Enum):
