@@ -71,6 +71,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "dispatcherMaxReadBatchSize": ("broker", "dispatcher_max_read_batch_size", _int, 1),
     "dispatcherMaxReadSizeBytes": ("broker", "dispatcher_max_read_size_bytes", _int, 1),
     "maxPendingPublishRequestsPerConnection": ("broker", "max_pending_publish_requests_per_connection", _int, 1),
+    "maxUnackedMessagesPerConsumer": ("broker", "max_unacked_messages_per_consumer", _int, 1),
     "autoSkipNonRecoverableData": ("broker", "auto_skip_non_recoverable_data", _bool, 1),
     "defaultRetentionTimeInMinutes": ("broker", "default_retention_time_minutes", _int, 1),
     "defaultRetentionSizeInMB": ("broker", "default_retention_size_mb", _int, 1),

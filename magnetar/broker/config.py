@@ -26,6 +26,7 @@ class BrokerConfig:
     dispatcher_max_read_size_bytes: int = 5 * MIB
     max_pending_publish_requests_per_connection: int = 1000
     max_consumer_permits: int = 1_000_000  # FLOW beyond this is clamped
+    max_unacked_messages_per_consumer: int = 50_000  # Shared/Key_Shared; 0 = no limit
     auto_skip_non_recoverable_data: bool = False  # skip (ack) entries that fail their checksum
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
     # retention and TTL (broker/retention.py); a namespace's policies override these

@@ -50,8 +50,11 @@ class Consumer:
     hash_ranges: tuple[tuple[int, int], ...] = ()
     allow_out_of_order: bool = False
     max_permits: int = 1_000_000
+    max_unacked_messages: int = 0  # maxUnackedMessagesPerConsumer; 0 = no limit
     permits: int = 0
     unacked: dict[Position, int] = field(default_factory=dict)  # position -> messages in the entry
+    unacked_messages: int = 0
+    blocked: bool = False  # too many unacked messages: nothing more until half of them are acked
     msg_out_counter: int = 0
     bytes_out_counter: int = 0
     closed: bool = False
@@ -72,18 +75,39 @@ class Consumer:
             )
             self.endpoint.send_frame(proto.encode_payload_command(cmd, d.data))
             self.permits -= d.num_messages
+            self.unacked_messages += d.num_messages - self.unacked.get(d.position, 0)
             self.unacked[d.position] = d.num_messages
             self.msg_out_counter += d.num_messages
             self.bytes_out_counter += len(d.data)
 
-    def forget(self, position: Position) -> None:
-        self.unacked.pop(position, None)
+        if self.max_unacked_messages and self.unacked_messages >= self.max_unacked_messages:
+            self.blocked = True
 
-    def forget_up_to(self, position: Position) -> None:
-        for pos in [p for p in self.unacked if p <= position]:
-            del self.unacked[pos]
+    @property
+    def can_receive(self) -> bool:
+        return self.permits > 0 and not self.blocked and not self.closed and self.endpoint.is_open
+
+    def forget(self, position: Position) -> bool:
+        """Drop an acked entry; True when that unblocked the consumer."""
+        self.unacked_messages -= self.unacked.pop(position, 0)
+        return self._maybe_unblock()
+
+    def forget_up_to(self, position: Position) -> list[Position]:
+        forgotten = [p for p in self.unacked if p <= position]
+        for pos in forgotten:
+            self.unacked_messages -= self.unacked.pop(pos)
+        self._maybe_unblock()
+        return forgotten
 
     def take_unacked(self) -> list[Position]:
         taken = sorted(self.unacked)
         self.unacked.clear()
+        self.unacked_messages = 0
+        self._maybe_unblock()
         return taken
+
+    def _maybe_unblock(self) -> bool:
+        if self.blocked and self.unacked_messages <= self.max_unacked_messages // 2:
+            self.blocked = False
+            return True
+        return False

@@ -104,7 +104,7 @@ class Dispatcher:
         """After a cursor reset: forget what was in flight and start reading again."""
         self._redelivery_counts.clear()
         for c in self.consumers:
-            c.unacked.clear()
+            c.take_unacked()
         self._cursor.rewind()
         self.wake()
 

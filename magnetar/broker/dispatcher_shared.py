@@ -52,7 +52,7 @@ class SharedDispatcher(Dispatcher):
         else:
             chosen = [p for p in positions if p in consumer.unacked]
             for p in chosen:
-                consumer.forget(p)
+                consumer.forget(p)  # given back, not acked: it no longer counts against the consumer
         self._count_redelivery(chosen)
         self._replay.update(chosen)
         self.wake()
@@ -76,7 +76,7 @@ class SharedDispatcher(Dispatcher):
     # ---- one round -----------------------------------------------------------------------------------
 
     def _permits(self) -> int:
-        return sum(max(c.permits, 0) for c in self.consumers if not c.closed)
+        return sum(c.permits for c in self.consumers if c.can_receive)
 
     async def _dispatch_round(self) -> bool:
         budget = self._permits()
@@ -169,7 +169,7 @@ class SharedDispatcher(Dispatcher):
         n = len(self.consumers)
         for i in range(n):
             c = self.consumers[(self._next_index + i) % n]
-            if c.permits > 0 and not c.closed and c.endpoint.is_open:
+            if c.can_receive:
                 self._next_index = (self._next_index + i + 1) % n
                 return c
         return None
@@ -241,8 +241,7 @@ class KeySharedDispatcher(SharedDispatcher):
             if (
                 p.key_hash in blocked
                 or consumer is None
-                or consumer.closed
-                or consumer.permits <= 0
+                or not consumer.can_receive
                 or self._restricted(consumer, p.position)
             ):
                 self._hold(p)

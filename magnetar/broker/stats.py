@@ -85,7 +85,7 @@ def publisher_stats(p: Producer, rates: RateTracker, topic: str) -> dict[str, An
 
 def consumer_stats(c: Consumer, rates: RateTracker, topic: str) -> dict[str, Any]:
     key = f"{topic}|c|{c.subscription_name}|{c.name}|{c.consumer_id}"
-    unacked = sum(c.unacked.values())
+    unacked = c.unacked_messages
     return {
         "msgRateOut": rates.rate(key + "|msg", c.msg_out_counter),
         "msgThroughputOut": rates.rate(key + "|bytes", c.bytes_out_counter),
@@ -98,7 +98,7 @@ def consumer_stats(c: Consumer, rates: RateTracker, topic: str) -> dict[str, Any
         "availablePermits": c.permits,
         "unackedMessages": unacked,
         "avgMessagesPerEntry": round(unacked / len(c.unacked)) if c.unacked else 0,
-        "blockedConsumerOnUnackedMsgs": False,
+        "blockedConsumerOnUnackedMsgs": c.blocked,
         "readPositionWhenJoining": None,
         "address": c.endpoint.remote_address,
         "connectedSince": _iso(c.created_ms),

@@ -108,9 +108,12 @@ class Subscription:
                 pos = Position(pos.ledger_id, pos.entry_id - 1)
             if pos.entry_id >= 0 or pos.ledger_id >= 0:
                 self.cursor.acknowledge_cumulative(pos)
-                consumer.forget_up_to(pos)
+                was_blocked = consumer.blocked
+                forgotten = consumer.forget_up_to(pos)
                 if self.dispatcher is not None:
-                    self.dispatcher.acknowledged([p for p in list(consumer.unacked) if p <= pos])
+                    self.dispatcher.acknowledged(forgotten)
+                    if was_blocked and not consumer.blocked:
+                        self.dispatcher.wake()
             return
         whole: list[Position] = []
         for mid in ids:
@@ -122,10 +125,13 @@ class Subscription:
             whole.append(pos)
         if whole:
             self.cursor.acknowledge(whole)
+            unblocked = False
             for p in whole:
-                consumer.forget(p)
+                unblocked = consumer.forget(p) or unblocked
             if self.dispatcher is not None:
                 self.dispatcher.acknowledged(whole)
+                if unblocked:
+                    self.dispatcher.wake()
 
     @staticmethod
     def _batch_size(consumer: Consumer, mid: proto.pb.MessageIdData) -> int:

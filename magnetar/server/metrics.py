@@ -166,7 +166,7 @@ class BrokerCollector(Collector):
             "pulsar_subscription_back_log": backlog,
             "pulsar_subscription_back_log_no_delayed": backlog,
             "pulsar_subscription_delayed": 0,
-            "pulsar_subscription_unacked_messages": sum(sum(x.unacked.values()) for x in consumers),
+            "pulsar_subscription_unacked_messages": sum(x.unacked_messages for x in consumers),
             "pulsar_subscription_blocked_on_unacked_messages": 0,
             "pulsar_subscription_msg_rate_out": self._rates.rate(key + "|out", msg_out),
             "pulsar_subscription_msg_throughput_out": self._rates.rate(key + "|out|bytes", bytes_out),
@@ -180,7 +180,7 @@ class BrokerCollector(Collector):
             ckey = f"{key}|c|{x.consumer_id}"
             clients["pulsar_consumer_msg_rate_out"].add_metric(clabels, self._rates.rate(ckey, x.msg_out_counter))
             clients["pulsar_consumer_available_permits"].add_metric(clabels, x.permits)
-            clients["pulsar_consumer_unacked_messages"].add_metric(clabels, sum(x.unacked.values()))
+            clients["pulsar_consumer_unacked_messages"].add_metric(clabels, x.unacked_messages)
 
 
 def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegistry:

@@ -103,6 +103,10 @@ async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: mem
         created_ms=conn.clock.now_ms(),
         metadata={kv.key: kv.value for kv in req.metadata},
         max_permits=conn.broker.config.max_consumer_permits,
+        max_unacked_messages=(
+            conn.broker.config.max_unacked_messages_per_consumer
+            if req.subType in (SubType.SHARED, SubType.KEY_SHARED) else 0
+        ),
         **_key_shared_options(req),
     )
     if not conn.is_open or req.consumer_id in conn.consumers:
