@@ -7,6 +7,7 @@ Async functions over ``magnetar.client`` plus pure arithmetic on message ids. Kn
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 
@@ -93,8 +94,8 @@ def split_range(rng: ScanRange, pieces: int) -> list[ScanRange]:
         cuts = sorted({MessageId(hi, first + int(step * i)) for i in range(1, pieces)})
     cuts = [c for c in cuts if after(c, rng.start) and after(rng.end, c)]
     bounds = [rng.start, *cuts, rng.end]
-    return [ScanRange(rng.topic, rng.partition, a, b, rng.start_time_ms, rng.end_time_ms)
-            for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [ScanRange(rng.topic, rng.partition, a, b, rng.start_time_ms, rng.end_time_ms, rng.check_loss and i == 0)
+            for i, (a, b) in enumerate(itertools.pairwise(bounds))]
 
 
 def _advance(peek: Peek, count: int, last: MessageId) -> MessageId:

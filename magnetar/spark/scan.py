@@ -2,9 +2,10 @@
 
 A range is ``(start, end]``: the broker starts a non-durable reader after ``start`` (exclusive, applied
 by the broker), and the scan stops at ``end`` or at the first message past it. If the first message
-does not certainly follow ``start`` (it is in another ledger), a one-message inclusive probe tells
-whether ``start`` still exists; if it does not, retention removed data between ``start`` and the
-first message: ``DataLossError`` names that range, or it is skipped when ``failOnDataLoss`` is false.
+is in another ledger than ``start``, a one-message probe asks whether ``start``'s ledger still
+exists; if it does not, retention removed data after ``start``: ``DataLossError`` names the range, or
+it is skipped when ``failOnDataLoss`` is false. (A ledger read to its very last entry and trimmed
+afterwards looks the same: reported as loss, though nothing unread was lost.)
 Knows nothing of Spark; returns Arrow record batches.
 """
 
@@ -21,7 +22,7 @@ import pyarrow as pa
 from magnetar.client import Client, Message, MessageId, Reader
 from magnetar.client.errors import OperationTimeout
 from magnetar.spark import runtime
-from magnetar.spark.offsets import BEFORE_FIRST, contiguous, is_past, reaches
+from magnetar.spark.offsets import contiguous, is_past, reaches
 from magnetar.spark.schema import to_record_batch
 
 __all__ = ["DataLossError", "ScanRange", "iter_batches", "scan"]
@@ -46,6 +47,7 @@ class ScanRange:
     end: MessageId  # inclusive
     start_time_ms: int | None = None
     end_time_ms: int | None = None
+    check_loss: bool = True  # False when ``start`` is a cut made by minPartitions, not a consumed message
 
 
 def parent_topic(topic: str, partition: int) -> str:
@@ -60,10 +62,12 @@ def _lost(rng: ScanRange, first: MessageId | None) -> str:
 
 
 async def _start_exists(client: Client, topic: str, start: MessageId, timeout_ms: int) -> bool:
-    probe = await client.create_reader(topic, start, inclusive=True, receiver_queue_size=1)
+    """Whether ``start``'s ledger still exists: if it does, every later ledger does too."""
+    first_of_ledger = MessageId(start.ledger_id, 0)
+    probe = await client.create_reader(topic, first_of_ledger, inclusive=True, receiver_queue_size=1)
     try:
         msg = await probe.read_next(timeout_ms)
-        return msg.message_id.entry == start.entry
+        return msg.message_id.ledger_id == start.ledger_id
     except OperationTimeout:
         return False
     finally:
@@ -73,7 +77,7 @@ async def _start_exists(client: Client, topic: str, start: MessageId, timeout_ms
 async def _check_first(client: Client, rng: ScanRange, first: MessageId | None, fail: bool, timeout_ms: int) -> None:
     if first is not None and contiguous(rng.start, first):
         return
-    if rng.start == BEFORE_FIRST or await _start_exists(client, rng.topic, rng.start, timeout_ms):
+    if not rng.check_loss or await _start_exists(client, rng.topic, rng.start, timeout_ms):
         return
     if fail:
         raise DataLossError(_lost(rng, first))
@@ -101,7 +105,7 @@ async def scan(
     client: Client, rng: ScanRange, *, fail_on_data_loss: bool, timeout_ms: int
 ) -> AsyncIterator[list[Message]]:
     """Chunks of at most ``ROWS_PER_BATCH`` messages of the range, in order."""
-    if rng.end.entry_id < 0 or not is_past(rng.end, rng.start):
+    if not is_past(rng.end, rng.start):
         return
     reader = await client.create_reader(rng.topic, rng.start, receiver_queue_size=_RECEIVER_QUEUE)
     try:

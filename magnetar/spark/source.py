@@ -35,7 +35,7 @@ class PulsarDataSource(DataSource):  # type: ignore[misc]
     def reader(self, schema: StructType) -> DataSourceReader:
         return PulsarBatchReader(parse_source(self.options, streaming=False))
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return PulsarStreamReader(parse_source(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -43,7 +43,7 @@ class PulsarDataSource(DataSource):  # type: ignore[misc]
         check_sink_schema(schema, opts)
         return PulsarBatchWriter(opts)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         opts = parse_sink(self.options)
         check_sink_schema(schema, opts)
         return PulsarStreamWriter(opts)

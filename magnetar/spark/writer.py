@@ -168,8 +168,8 @@ class PulsarStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         return write_batches(self.opts, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         return None
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         return None
