@@ -30,6 +30,7 @@ log = logging.getLogger("magnetar.server.connection")
 READ_CHUNK_BYTES = 256 * 1024
 WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
 REQUESTS_IN_FLIGHT_MAX = 1024  # concurrent request handlers per connection
+OUT_FRAMES_MAX = 1024  # frames coalesced before a write is forced (they go out at the end of the loop turn)
 
 
 class State(enum.Enum):
@@ -78,6 +79,8 @@ class ServerConnection:
         self.publishes_in_flight = 0
         self._publish_room = asyncio.Event()
         self._publish_room.set()
+        self._out: list[bytes] = []  # frames of this loop turn, written together by _flush_out
+        self._loop = asyncio.get_running_loop()
 
     # ---- Endpoint -------------------------------------------------------------------------------------
 
@@ -102,8 +105,21 @@ class ServerConnection:
         return self.state is not State.CLOSED and not self._writer.is_closing()
 
     def send_frame(self, frame: bytes) -> None:
+        """Queue ``frame``; every frame of this loop turn goes out in one write (one syscall, not one each)."""
+        if not self.is_open:
+            return
+        self._out.append(frame)
+        if len(self._out) == 1:
+            self._loop.call_soon(self._flush_out)
+        elif len(self._out) >= OUT_FRAMES_MAX:
+            self._flush_out()
+
+    def _flush_out(self) -> None:
+        if not self._out:
+            return
+        frames, self._out = self._out, []
         if self.is_open:
-            self._writer.write(frame)
+            self._writer.writelines(frames)
 
     def forget_producer(self, producer_id: int) -> None:
         self.producers.pop(producer_id, None)
@@ -114,6 +130,7 @@ class ServerConnection:
     async def drain(self) -> None:
         if not self.is_open:
             return
+        self._flush_out()
         transport = self._writer.transport
         if transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
             with contextlib.suppress(ConnectionError):
@@ -222,6 +239,7 @@ class ServerConnection:
                 continue
             if self._ping_outstanding:
                 log.info("closing connection from %s: no answer to keep-alive ping", self._remote)
+                self._out.clear()
                 self._writer.close()
                 return
             if self.state is State.READY:
@@ -232,6 +250,7 @@ class ServerConnection:
         """Detach every producer and consumer, then close the socket (idempotent)."""
         if self.state is State.CLOSED:
             return
+        self._flush_out()  # what was answered before the close still goes out
         self.transition_to(State.CLOSED)
         for task in list(self._requests):
             task.cancel()
