@@ -12,14 +12,26 @@ import re
 from dataclasses import dataclass
 
 from magnetar.client import Client, MessageId
-from magnetar.client._messages import full_topic_name, partition_index
 from magnetar.client.errors import OperationTimeout
 from magnetar.spark.offsets import BEFORE_FIRST, inclusive_to_exclusive
 from magnetar.spark.options import OptionError, TopicSpec
 
-__all__ = ["Peek", "last_ids", "list_partitions", "peek_next", "start_at_time"]
+__all__ = ["Peek", "full_name", "last_ids", "list_partitions", "partition_of", "peek_next", "start_at_time"]
 
 _PROBE_TIMEOUT_MS = 5_000
+
+
+def full_name(topic: str) -> str:
+    """``t`` -> ``persistent://public/default/t``; ``tenant/ns/t`` -> ``persistent://tenant/ns/t``."""
+    if "://" in topic:
+        return topic
+    return f"persistent://public/default/{topic}" if "/" not in topic else f"persistent://{topic}"
+
+
+def partition_of(topic: str) -> int:
+    """The partition index of ``...-partition-N``, or -1."""
+    tail = topic.rsplit("-partition-", 1)
+    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else -1
 
 
 async def _expand(client: Client, topics: list[str]) -> list[str]:
@@ -33,7 +45,7 @@ async def list_partitions(client: Client, spec: TopicSpec) -> list[str]:
     """The (partition) topics a source reads now, sorted; partitioned topics expand to their partitions."""
     if spec.pattern is None:
         return sorted(set(await _expand(client, list(spec.topics))))
-    full = full_topic_name(spec.pattern) if "://" not in spec.pattern else spec.pattern
+    full = full_name(spec.pattern)
     domain, _, rest = full.partition("://")
     tenant, namespace, _ = rest.split("/", 2)
     try:
@@ -41,7 +53,7 @@ async def list_partitions(client: Client, spec: TopicSpec) -> list[str]:
     except re.error as exc:
         raise OptionError(f"option topicsPattern is not a regular expression: {exc}") from exc
     names = await client.get_topics_of_namespace(f"{tenant}/{namespace}")
-    parents = {n.rsplit("-partition-", 1)[0] if partition_index(n) >= 0 else n for n in names}
+    parents = {n.rsplit("-partition-", 1)[0] if partition_of(n) >= 0 else n for n in names}
     chosen = sorted(p for p in parents if regex.fullmatch(p) and p.startswith(domain))
     return sorted(set(await _expand(client, chosen)))
 

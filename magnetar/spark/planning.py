@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 
 from magnetar.client import Client, MessageId
-from magnetar.spark.discovery import Peek, last_ids, list_partitions, peek_next, start_at_time
+from magnetar.spark.discovery import Peek, full_name, last_ids, list_partitions, partition_of, peek_next, start_at_time
 from magnetar.spark.offsets import BEFORE_FIRST, after, parse_user_offsets
 from magnetar.spark.options import OptionError, SourceOptions
 from magnetar.spark.scan import ScanRange
@@ -20,18 +20,6 @@ from magnetar.spark.scan import ScanRange
 __all__ = ["admit", "full_name", "partition_of", "plan_batch", "resolve_starts", "split_range"]
 
 _SPLITS_MAX = 1024
-
-
-def full_name(topic: str) -> str:
-    if "://" in topic:
-        return topic
-    parts = topic.split("/")
-    return f"persistent://public/default/{topic}" if len(parts) == 1 else f"persistent://{topic}"
-
-
-def partition_of(topic: str) -> int:
-    tail = topic.rsplit("-partition-", 1)
-    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else -1
 
 
 def _user(raw: str, option: str) -> dict[str, MessageId | str]:

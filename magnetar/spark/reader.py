@@ -36,7 +36,7 @@ __all__ = ["PulsarBatchReader", "PulsarStreamReader", "RangePartition"]
 log = logging.getLogger(__name__)
 
 
-class RangePartition(InputPartition):  # type: ignore[misc]
+class RangePartition(InputPartition):
     """One Spark task: a range of one topic partition and how to reach the broker."""
 
     def __init__(self, rng: ScanRange, opts: SourceOptions) -> None:
@@ -56,7 +56,7 @@ def _client(opts: SourceOptions) -> Client:
     return runtime.client_for(opts.service_url, opts.client_options)
 
 
-class PulsarBatchReader(DataSourceReader):  # type: ignore[misc]
+class PulsarBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
 
@@ -68,7 +68,7 @@ class PulsarBatchReader(DataSourceReader):  # type: ignore[misc]
         return _read(partition)
 
 
-class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions) -> None:
         if opts.starting_time_ms is not None:
             raise OptionError("startingTime is for batch reads; give startingOffsets to a stream")

@@ -51,7 +51,7 @@ def client_for(service_url: str, options: tuple[tuple[str, int], ...] = ()) -> C
     with _lock:
         clients: dict[tuple[str, tuple[tuple[str, int], ...]], Client] = _state["clients"]
         if key not in clients:
-            clients[key] = Client(service_url, **dict(options))
+            clients[key] = Client(service_url, clock=None, **dict(options))
         return clients[key]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -103,7 +103,7 @@ def _wanted(msg: Message, rng: ScanRange) -> bool:
 
 async def scan(
     client: Client, rng: ScanRange, *, fail_on_data_loss: bool, timeout_ms: int
-) -> AsyncIterator[list[Message]]:
+) -> AsyncGenerator[list[Message], None]:
     """Chunks of at most ``ROWS_PER_BATCH`` messages of the range, in order."""
     if not is_past(rng.end, rng.start):
         return

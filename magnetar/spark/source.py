@@ -22,7 +22,7 @@ from magnetar.spark.writer import PulsarBatchWriter, PulsarStreamWriter, check_s
 __all__ = ["PulsarDataSource"]
 
 
-class PulsarDataSource(DataSource):  # type: ignore[misc]
+class PulsarDataSource(DataSource):
     """``spark.read.format("pulsar").option("service.url", ...).option("topic", ...).load()``"""
 
     @classmethod

@@ -31,7 +31,7 @@ _WINDOW_MAX: Final = 10_000
 
 
 @dataclass
-class SinkCommit(WriterCommitMessage):  # type: ignore[misc]
+class SinkCommit(WriterCommitMessage):
     rows: int
 
 
@@ -151,7 +151,7 @@ async def _abandon(pending: deque[tuple[str, Any]]) -> None:
     await asyncio.gather(*futures, return_exceptions=True)
 
 
-class PulsarBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class PulsarBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
@@ -159,7 +159,7 @@ class PulsarBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return write_batches(self.opts, iterator)
 
 
-class PulsarStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class PulsarStreamWriter(DataSourceStreamArrowWriter):
     """At-least-once: tasks wait for every receipt, so commit has nothing left to do."""
 
     def __init__(self, opts: SinkOptions) -> None:

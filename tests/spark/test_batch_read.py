@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 
 from pyspark.sql import SparkSession
@@ -63,9 +64,9 @@ def test_offsets_bound_the_read(spark: SparkSession, broker: BrokerProcess, clie
     p0 = [m for m in ids if m.partition == 0]
     start, end = p0[2], p0[10]
     parts = f"{topic}-partition-"
-    starting = '{"%s0": [%d, %d, %d], "%s1": "latest", "%s2": "latest"}' % (
-        parts, start.ledger_id, start.entry_id, start.batch_index, parts, parts)
-    ending = '{"%s0": [%d, %d, %d]}' % (parts, end.ledger_id, end.entry_id, end.batch_index)
+    starting = json.dumps({f"{parts}0": [start.ledger_id, start.entry_id, start.batch_index],
+                           f"{parts}1": "latest", f"{parts}2": "latest"})
+    ending = json.dumps({f"{parts}0": [end.ledger_id, end.entry_id, end.batch_index]})
     rows = _load(spark, broker, topic, startingOffsets=starting, endingOffsets=ending).collect()
     got = sorted((r.messageId.ledgerId, r.messageId.entryId) for r in rows)
     assert got == [(m.ledger_id, m.entry_id) for m in p0[3:11]]

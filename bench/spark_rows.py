@@ -1,0 +1,67 @@
+"""Rows per second through the Spark connector: a batch write, then a batch read, of N small messages.
+
+    .venv/bin/python bench/spark_rows.py --rows 1000000 [--partitions 4] [--master local[2]]
+
+Starts its own ``magnetar standalone`` (a temporary data directory) and a local SparkSession; writes
+``rows`` 16-byte values with ``df.write.format("pulsar")``, then reads them back with
+``spark.read.format("pulsar")`` and counts them. Reports wall-clock rows/s for each; not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from tests.integration.broker_process import BrokerProcess
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    with tempfile.TemporaryDirectory() as data:
+        broker = BrokerProcess(Path(data), extra_args=(
+            "--set", "allowAutoTopicCreationType=partitioned", "--set", f"defaultNumPartitions={args.partitions}",
+            "--set", "defaultRetentionTimeInMinutes=-1", "--set", "defaultRetentionSizeInMB=-1",
+        )).start()
+        spark = (SparkSession.builder.master(args.master).config("spark.ui.enabled", "false")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            run(spark, broker.url, args.rows, args.partitions)
+        finally:
+            spark.stop()
+            broker.kill()
+
+
+def run(spark: SparkSession, url: str, rows: int, partitions: int) -> None:
+    topic = f"bench-{int(time.time())}"
+    df = spark.range(rows, numPartitions=partitions).select(
+        F.format_string("%016d", F.col("id")).cast("binary").alias("value"))
+    df.count()  # warm the session up outside the timings
+    t0 = time.perf_counter()
+    df.write.format("pulsar").option("service.url", url).option("topic", topic).mode("append").save()
+    write_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    got = spark.read.format("pulsar").option("service.url", url).option("topic", topic).load().count()
+    read_s = time.perf_counter() - t0
+    assert got == rows, f"read {got} rows, wrote {rows}"
+    print(f"rows={rows} topic partitions={partitions} master={spark.sparkContext.master}")
+    print(f"batch write: {write_s:8.1f} s  {rows / write_s:10,.0f} rows/s")
+    print(f"batch read:  {read_s:8.1f} s  {rows / read_s:10,.0f} rows/s")
+
+
+if __name__ == "__main__":
+    main()
