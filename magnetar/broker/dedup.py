@@ -99,6 +99,10 @@ class Deduplication:
         if self.enabled:
             self._pushed[name] = self._persisted.get(name, -1)
 
+    def reset_after_failure(self) -> None:
+        """Every publish has settled after a failed write: what was accepted but not stored may come again."""
+        self._pushed = dict(self._persisted)
+
     def persisted(self, name: str, last_seq: int, position: Position) -> None:
         if not self.enabled:
             return

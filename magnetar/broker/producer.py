@@ -33,6 +33,11 @@ class AccessMode(enum.IntEnum):
         return {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}[self.value]
 
 
+async def failed_publish(exc: Exception) -> Position:
+    """An awaitable that fails at once: a publish refused before it reached storage, still answered in order."""
+    raise exc
+
+
 @dataclass(slots=True)
 class _InFlight:
     sequence_id: int

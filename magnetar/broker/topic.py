@@ -28,7 +28,7 @@ from magnetar.broker.errors import (
     TopicTerminated,
 )
 from magnetar.broker.names import TopicName
-from magnetar.broker.producer import Producer
+from magnetar.broker.producer import Producer, failed_publish
 from magnetar.broker.subscription import Subscription
 from magnetar.clock import Clock
 from magnetar.ledger.api import (
@@ -72,6 +72,8 @@ class PersistentTopic:
         self.bytes_in_counter = 0
         self.closed = False
         self._background: set[asyncio.Task[None]] = set()
+        self._publishes_in_flight = 0
+        self._recovering_from_failure = False
         self.access = ProducerAccess(self, self._fence)
         for cursor_name, cursor in ledger.cursors.items():
             if Deduplication.is_system_cursor(cursor_name):
@@ -178,8 +180,13 @@ class PersistentTopic:
         else:
             last_seq = sequence_id + max(num_messages, 1) - 1
         name = producer.name
+        if self._recovering_from_failure:
+            # an append failed: nothing may land until every publish before it has settled (ordering, dedup)
+            refused = PersistenceError(f"{self.name} is recovering from a failed write; send again")
+            return producer.track(sequence_id, highest_sequence_id, failed_publish(refused))
         if last_seq is not None and self.dedup.is_duplicate(name, sequence_id):
             return producer.track(sequence_id, highest_sequence_id, self.dedup.answer_duplicate(name, sequence_id))
+        self._publishes_in_flight += 1
         future = asyncio.ensure_future(self._append(producer, last_seq, num_messages, entry))
         if last_seq is not None:
             self.dedup.pushed(name, last_seq, future)
@@ -198,11 +205,14 @@ class PersistentTopic:
             try:
                 position = await self.ledger.add_entry(entry)
             except (ManagedLedgerError, StorageError) as exc:
+                self._recovering_from_failure = True
                 raise PersistenceError(f"Failed to persist entry on {self.name}: {exc}") from exc
         except BaseException:
+            self._publish_settled()
             if last_seq is not None:
                 self.dedup.failed(name)
             raise
+        self._publish_settled()
         if last_seq is not None:
             self.dedup.persisted(name, last_seq, position)
         else:
@@ -214,6 +224,15 @@ class PersistentTopic:
         for sub in self.subscriptions.values():
             sub.new_entries()
         return position
+
+    def _publish_settled(self) -> None:
+        """One accepted publish is done; after a failed write, resume once none is left in flight."""
+        self._publishes_in_flight -= 1
+        if self._recovering_from_failure and self._publishes_in_flight == 0:
+            self.dedup.reset_after_failure()
+            if self.ledger.resume_writes():
+                self._recovering_from_failure = False
+                log.warning("%s: writes resume after a failed append; producers resend what failed", self.name)
 
     # ---- subscriptions -------------------------------------------------------------------------------
 

@@ -240,6 +240,15 @@ class ManagedLedger(Protocol):
         """The position of the entry after ``position``, crossing ledger boundaries (may be past the end)."""
         ...
 
+    @property
+    def writes_paused(self) -> bool:
+        """True after a failed add: every later add fails until ``resume_writes``."""
+        ...
+
+    def resume_writes(self) -> bool:
+        """Accept adds again (the owner has settled every add in flight); False while adds are in flight."""
+        ...
+
     async def add_entry(self, data: bytes | memoryview) -> Position:
         """Append and return once durable. Rolls over to a new ledger when a limit is reached."""
         ...

@@ -96,6 +96,7 @@ class ManagedLedgerImpl:
         self._pending_entries = 0
         self._pending_bytes = 0
         self._current_broken = False
+        self._writes_paused = False  # after a failed add, until the owner resumes
         self._corrupted: set[Position] = set()  # distinct damaged entries found by reads (bounded)
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
@@ -233,13 +234,31 @@ class ManagedLedgerImpl:
 
     # ---- adds and rollover ---------------------------------------------------------------------------------
 
-    async def add_entry(self, data: bytes | memoryview) -> Position:
+    @property
+    def writes_paused(self) -> bool:
+        return self._writes_paused
+
+    def resume_writes(self) -> bool:
+        """Accept adds again after a failed one, once none is in flight; the next add starts a new ledger.
+        False (still paused) while adds are in flight."""
+        if self._pending_entries:
+            return False
+        self._writes_paused = False
+        return True
+
+    def _require_accepting(self) -> None:
         self._require_writable()
+        if self._writes_paused:
+            raise ManagedLedgerError(f"{self._name}: adds are paused after a failed append")
+
+    async def add_entry(self, data: bytes | memoryview) -> Position:
+        self._require_accepting()
         size_bytes = len(data)
         async with self._admit_lock:
-            self._require_writable()
+            self._require_accepting()
             if self._rollover_due():
-                await self._rollover()
+                await self._rollover()  # waits for earlier adds: one of them may fail and pause adds
+                self._require_accepting()
             ledger_id = self._ledgers.current.ledger_id
             self._pending_entries += 1
             self._pending_bytes += size_bytes
@@ -264,6 +283,10 @@ class ManagedLedgerImpl:
             self._pending_entries -= 1
             self._pending_bytes -= size_bytes
             error = append.exception()
+            if error is None and self._writes_paused:
+                # an earlier add failed: this one must not land after it, so it is not confirmed (the entry,
+                # if the store kept it, stays beyond the ledger's count and is never read)
+                raise ManagedLedgerError(f"{self._name}: an earlier append failed; this one is not confirmed")
             if error is not None:
                 raise self._add_failed(error)
             entry_id = append.result()
@@ -281,6 +304,7 @@ class ManagedLedgerImpl:
             fenced.__cause__ = error
             return fenced
         self._current_broken = True
+        self._writes_paused = True
         failed = ManagedLedgerError(f"{self._name}: append failed: {error}")
         failed.__cause__ = error
         return failed
@@ -314,7 +338,13 @@ class ManagedLedgerImpl:
             info = await self._store.seal(old.ledger_id)
         except StorageError as exc:
             raise ManagedLedgerError(f"{self._name}: sealing ledger {old.ledger_id} failed: {exc}") from exc
-        sealed = dataclasses.replace(old, entries=info.entries, size_bytes=info.size_bytes)
+        if info.entries > old.entries:
+            # adds after a failed one may have reached the store; they were never confirmed
+            log.warning("%s: ledger %d keeps %d confirmed of %d stored entries", self._name, old.ledger_id,
+                        old.entries, info.entries)
+            sealed = old
+        else:
+            sealed = dataclasses.replace(old, entries=info.entries, size_bytes=info.size_bytes)
         new = await self.create_ledger()
         kept = self._ledgers.summaries()[:-1] + ([sealed] if sealed.entries else [])
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from magnetar.storage.api import EntryNotFound, LedgerSealed, StorageError
+from magnetar.storage.api import EntryNotFound, LedgerSealed, StorageError, StorageIOError
 
 #: Largest entry payload accepted by ``append`` (Pulsar's default max message size is 5 MiB).
 ENTRY_BYTES_MAX = 16 * 1024 * 1024
@@ -45,6 +45,13 @@ def check_transition(ledger_id: int, current: LedgerState, target: LedgerState) 
 def check_appendable(ledger_id: int, state: LedgerState) -> None:
     if state is LedgerState.SEALED:
         raise LedgerSealed(f"ledger {ledger_id} is sealed", ledger_id=ledger_id)
+
+
+def check_not_broken(ledger_id: int, broken: bool) -> None:
+    if broken:
+        raise StorageIOError(
+            f"ledger {ledger_id} takes no more appends after a failed one; seal it", ledger_id=ledger_id
+        )
 
 
 def check_entry_size(ledger_id: int, size_bytes: int) -> None:

@@ -78,7 +78,9 @@ class LedgerStore(Protocol):
 
     async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
         """Append one entry and return its entry id once durable. Concurrent appends to one ledger get
-        consecutive ids in call order."""
+        consecutive ids in call order. Once an append to a ledger has failed, every later append to it fails
+        too (StorageIOError): no entry ever lands after one that did not, so a writer never finds a stored
+        entry behind a failed one (the writer seals the ledger and moves on to a new one)."""
         ...
 
     async def read(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:

@@ -70,6 +70,7 @@ class _LedgerFile:
         self.confirmed_end = end
         self.lock = asyncio.Lock()
         self.cut_back_failed = False
+        self.broken = False  # an append failed: no later one may land after it
         self._write = write
 
     def transition_to(self, target: LedgerState) -> None:
@@ -263,12 +264,14 @@ class EmbeddedLedgerStore:
     def _appendable(self, ledger_id: int) -> _LedgerFile:
         ledger = self._ledger(ledger_id)
         _rules.check_appendable(ledger_id, ledger.state)
+        _rules.check_not_broken(ledger_id, ledger.broken)
         return ledger
 
     def _write_record(self, ledger: _LedgerFile, record: bytes) -> int:
         try:
             return ledger.write_record(record)
         except OSError as exc:
+            ledger.broken = True
             if ledger.cut_back_failed:
                 self._seal_in_memory(ledger, "could not cut back a failed write")
             raise _io_error(ledger.ledger_id, "append", exc) from exc
@@ -278,6 +281,7 @@ class EmbeddedLedgerStore:
         if ledger is None or ledger is not target:
             return
         logger.error("ledger %d: fsync failed (%s); dropping entries not yet durable", ledger.ledger_id, error)
+        ledger.broken = True
         try:
             ledger.cut_back()
         except (OSError, StorageError):

@@ -85,6 +85,7 @@ class FaultyLedgerStore:
     def __init__(self, inner: LedgerStore, plan: FaultPlan) -> None:
         self.inner = inner
         self.plan = plan
+        self._broken: set[int] = set()
 
     def _maybe_fail(self, op: str, ledger_id: int | None = None) -> None:
         if self.plan.should_fail(op):
@@ -95,8 +96,13 @@ class FaultyLedgerStore:
         return await self.inner.create_ledger(custom_metadata)
 
     async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
-        self._maybe_fail("append", ledger_id)
-        return await self.inner.append(ledger_id, data)
+        _rules.check_not_broken(ledger_id, ledger_id in self._broken)
+        try:
+            self._maybe_fail("append", ledger_id)
+            return await self.inner.append(ledger_id, data)
+        except StorageIOError:
+            self._broken.add(ledger_id)  # the contract: nothing lands after a failed append
+            raise
 
     async def read(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
         self._maybe_fail("read", ledger_id)

@@ -298,6 +298,8 @@ class Simulation:
                 self.stats.adds_failed += 1
             else:
                 topic.maybe.add(seq)
+            if ledger.writes_paused:
+                ledger.resume_writes()  # as the broker's topic does once its failed adds have settled
             return
         if world != self.world:  # completed after the process died: no receipt was ever sent
             topic.maybe.add(seq)

@@ -8,8 +8,7 @@ from magnetar import protocol as proto
 from magnetar.broker.access import Queued
 from magnetar.broker.errors import ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
 from magnetar.broker.names import TopicName
-from magnetar.broker.producer import AccessMode, Producer
-from magnetar.ledger.api import Position
+from magnetar.broker.producer import AccessMode, Producer, failed_publish
 
 if TYPE_CHECKING:
     from magnetar.server.connection import ServerConnection
@@ -82,21 +81,17 @@ def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryvi
         return
     topic = conn.broker.topics.get(producer.topic_name)
     if topic is None or producer.closed:
-        producer.track(req.sequence_id, highest, _failed(ServiceNotReady("Producer is closed")))
+        producer.track(req.sequence_id, highest, failed_publish(ServiceNotReady("Producer is closed")))
         return
     try:
         parsed = proto.parse_send_payload(payload)
     except proto.ChecksumMismatch as exc:
-        producer.track(req.sequence_id, highest, _failed(ChecksumError(str(exc))))
+        producer.track(req.sequence_id, highest, failed_publish(ChecksumError(str(exc))))
         return
     num_messages = req.num_messages if req.HasField("num_messages") else 1
     conn.publish_started()
     future = topic.publish(producer, req.sequence_id, highest, num_messages, parsed.entry, parsed.metadata)
     future.add_done_callback(conn.publish_finished)
-
-
-async def _failed(exc: Exception) -> Position:
-    raise exc
 
 
 def _fail(conn: ServerConnection, producer_id: int, sequence_id: int, exc: NotAllowed) -> None:

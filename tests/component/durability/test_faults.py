@@ -119,7 +119,8 @@ async def test_disk_full_fails_the_send_keeps_acknowledged_data_and_resumes(tmp_
     full["now"] = True
     with pytest.raises(ManagedLedgerError, match="No space left on device"):  # the broker: PersistenceError
         await ledger.add_entry(b"lost-send")
-    full["now"] = False  # space returns: the producer's retry succeeds, in a new ledger
+    full["now"] = False  # space returns; the owner (the topic) resumes once its failed adds settled
+    assert ledger.writes_paused and ledger.resume_writes()
     retried = await ledger.add_entry(b"lost-send")
     assert retried > before[-1]
     cursor = ledger.new_non_durable_cursor(ledger.first_position(), "check")
@@ -142,6 +143,7 @@ async def test_injected_storage_faults_fail_adds_and_nothing_failed_is_stored(tm
             stored.append(f"{i}".encode())
         except ManagedLedgerError:
             failed.append(i)
+            assert ledger.resume_writes()  # as the topic does once nothing is in flight
     assert failed and plan.injected == len(failed)
     cursor = ledger.new_non_durable_cursor(ledger.first_position(), "check")
     assert [e.data for e in await cursor.read_entries(100)] == stored

@@ -265,13 +265,17 @@ async def test_first_and_last_positions_of_an_empty_ledger() -> None:
     assert ml.next_valid_position(ml.last_confirmed) == Position(current, 0)
 
 
-async def test_storage_failure_on_append_rolls_over_next_time() -> None:
+async def test_storage_failure_on_append_pauses_adds_then_rolls_over() -> None:
     world = World()
     ml = await world.factory().open(NAME)
     await ml.add_entry(b"ok")
     with pytest.raises(ManagedLedgerError) as info:
         await ml.add_entry(b"x" * (17 * 1024 * 1024))  # over the store's entry limit
     assert not isinstance(info.value, ManagedLedgerFenced)
+    assert ml.writes_paused
+    with pytest.raises(ManagedLedgerError):  # nothing lands until the owner has settled and resumes
+        await ml.add_entry(b"too early")
+    assert ml.resume_writes()
     after = await ml.add_entry(b"after")
     assert after.entry_id == 0 and [x.entries for x in ml.ledgers()] == [1, 1]
 

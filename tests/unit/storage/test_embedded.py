@@ -165,7 +165,7 @@ async def test_back_pressure_keeps_order(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("partial", [0, 7])
-async def test_enospc_on_write_fails_that_append_only(tmp_path: Path, partial: int) -> None:
+async def test_enospc_on_write_fails_that_append_and_the_ledger_takes_no_more(tmp_path: Path, partial: int) -> None:
     write = FailingWrite()
     store = await EmbeddedLedgerStore.open(tmp_path, write=write)
     ledger_id = (await store.create_ledger({})).ledger_id
@@ -176,10 +176,15 @@ async def test_enospc_on_write_fails_that_append_only(tmp_path: Path, partial: i
         await store.append(ledger_id, b"lost entry")
     assert _data_file(tmp_path, ledger_id).stat().st_size == size
     write.error = None
-    assert await store.append(ledger_id, b"after") == 1
+    with pytest.raises(StorageIOError):  # nothing may land after the failed entry
+        await store.append(ledger_id, b"after")
+    assert (await store.seal(ledger_id)).entries == 1
+    other = (await store.create_ledger({})).ledger_id  # the store itself keeps working
+    assert await store.append(other, b"after") == 0
     await store.close()
     reopened = await EmbeddedLedgerStore.open(tmp_path)
-    assert await reopened.read(ledger_id, 0, 1) == [b"before", b"after"]
+    assert await reopened.read(ledger_id, 0, 0) == [b"before"]
+    assert await reopened.read(other, 0, 0) == [b"after"]
     await reopened.close()
 
 
@@ -193,10 +198,15 @@ async def test_failed_fsync_cuts_back_and_the_store_keeps_working(tmp_path: Path
     assert all(isinstance(r, StorageIOError) for r in results)
     fsync.fail_with = None
     assert (await store.info(ledger_id)).entries == 1
-    assert await store.append(ledger_id, b"next") == 1
+    with pytest.raises(StorageIOError):  # nothing may land after the lost entries
+        await store.append(ledger_id, b"next")
+    other = (await store.create_ledger({})).ledger_id
+    assert await store.append(other, b"next") == 0
     await store.close()
     reopened = await EmbeddedLedgerStore.open(tmp_path)
-    assert await reopened.read(ledger_id, 0, 1) == [b"durable", b"next"]
+    assert await reopened.read(ledger_id, 0, 0) == [b"durable"]
+    assert (await reopened.info(ledger_id)).entries == 1
+    assert await reopened.read(other, 0, 0) == [b"next"]
     await reopened.close()
 
 
