@@ -41,6 +41,7 @@ TOPIC_COUNTERS = {
     "pulsar_in_bytes": "Bytes published to the topic",
     "pulsar_out_messages": "Messages delivered from the topic",
     "pulsar_out_bytes": "Bytes delivered from the topic",
+    "magnetar_storage_corrupted_entries": "Stored entries of the topic found failing their checksum",
 }
 SUB_GAUGES = {
     "pulsar_subscription_back_log": "Entries not yet acknowledged by the subscription",
@@ -126,6 +127,7 @@ class BrokerCollector(Collector):
         c["pulsar_in_bytes"].add_metric(labels, topic.bytes_in_counter)
         c["pulsar_out_messages"].add_metric(labels, out_msgs)
         c["pulsar_out_bytes"].add_metric(labels, out_bytes)
+        c["magnetar_storage_corrupted_entries"].add_metric(labels, topic.ledger.corrupted_entries)
         for p in list(topic.producers.values()):
             plabels = [*labels, p.name, str(p.producer_id)]
             pkey = f"{key}|p|{p.name}|{p.producer_id}"

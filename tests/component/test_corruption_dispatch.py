@@ -8,10 +8,13 @@ import logging
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 
 from magnetar import protocol as proto
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import TopicName
+from magnetar.broker.stats import RateTracker
+from magnetar.server.metrics import broker_registry
 from magnetar.server.standalone import Standalone, StandaloneSettings
 from tests.component.wire import T, WirePeer
 
@@ -80,6 +83,9 @@ async def test_corrupted_middle_entry(tmp_path: Path, auto_skip: bool) -> None:
         await asyncio.wait_for(watcher.seen.wait(), WAIT_S)
         dispatcher = sa.broker.topics[TOPIC].subscriptions["sub"].dispatcher
         assert dispatcher is not None and dispatcher.corrupted_entries >= 1
+        metrics = generate_latest(broker_registry(sa.broker, RateTracker(sa.clock))).decode()
+        labels = f'cluster="standalone",namespace="public/default",topic="{TOPIC}"'
+        assert f"magnetar_storage_corrupted_entries_total{{{labels}}} 1.0" in metrics
         if auto_skip:
             assert await bodies_received(peer, 1) == [b"entry-2"]
         else:
