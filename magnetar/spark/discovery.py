@@ -1,9 +1,9 @@
-"""Driver-side questions to the broker: which partitions a source covers, where each one ends, where
-a publish time falls, and what the first unread message looks like (for admission limits).
+"""Driver-side questions to the broker: which partitions a source covers, where each one ends, and
+what the first unread message looks like (for admission limits).
 
 Every answer comes from ``magnetar.client`` (partition metadata, namespace listing,
-GET_LAST_MESSAGE_ID through a short-lived non-durable reader, seek by time); nothing here leaves a
-subscription behind. Knows nothing of Spark.
+GET_LAST_MESSAGE_ID through a short-lived non-durable reader); nothing here leaves a subscription
+behind. Knows nothing of Spark.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from magnetar.client import Client, MessageId
 from magnetar.client.errors import OperationTimeout
-from magnetar.spark.offsets import BEFORE_FIRST, inclusive_to_exclusive
 from magnetar.spark.options import OptionError, TopicSpec
 
-__all__ = ["Peek", "full_name", "last_ids", "list_partitions", "partition_of", "peek_next", "start_at_time"]
+__all__ = ["Peek", "full_name", "last_ids", "list_partitions", "partition_of", "peek_next"]
 
 _PROBE_TIMEOUT_MS = 5_000
 
@@ -69,24 +68,6 @@ async def last_ids(client: Client, topics: list[str]) -> dict[str, MessageId]:
             await reader.close()
         out[topic] = MessageId(last.ledger_id, last.entry_id, last.batch_index)
     return out
-
-
-async def start_at_time(client: Client, topic: str, time_ms: int, last: MessageId) -> MessageId:
-    """The exclusive start whose next message is the first published at or after ``time_ms``."""
-    if last.entry_id < 0:
-        return BEFORE_FIRST
-    consumer = await client.subscribe(
-        topic, f"spark-time-{time_ms}", durable=False, receiver_queue_size=1, initial_position="earliest",
-    )
-    try:
-        await consumer.seek(time_ms)
-        msg = await consumer.receive(_PROBE_TIMEOUT_MS)
-    except OperationTimeout:
-        return MessageId(last.ledger_id, last.entry_id, last.batch_index)
-    finally:
-        await consumer.close()
-    first = msg.message_id
-    return inclusive_to_exclusive(MessageId(first.ledger_id, first.entry_id, first.batch_index))
 
 
 @dataclass(frozen=True, slots=True)

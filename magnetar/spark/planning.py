@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 
 from magnetar.client import Client, MessageId
-from magnetar.spark.discovery import Peek, full_name, last_ids, list_partitions, partition_of, peek_next, start_at_time
+from magnetar.spark.discovery import Peek, full_name, last_ids, list_partitions, partition_of, peek_next
 from magnetar.spark.offsets import BEFORE_FIRST, after, parse_user_offsets
 from magnetar.spark.options import OptionError, SourceOptions
 from magnetar.spark.scan import ScanRange
@@ -43,8 +43,8 @@ async def resolve_starts(client: Client, opts: SourceOptions, topics: list[str],
     given = _user(opts.starting, "startingOffsets") if opts.starting.startswith("{") else {}
     for topic in topics:
         last = lasts[topic]
-        if opts.starting_time_ms is not None:
-            out[topic] = await start_at_time(client, topic, opts.starting_time_ms, last)
+        if opts.starting_time_ms is not None:  # readers cannot seek by time: the scan filters by publish time
+            out[topic] = BEFORE_FIRST
             continue
         choice = given.get(topic, "earliest" if given else opts.starting)
         start = _pick(choice, last, "startingOffsets", topic)
@@ -127,6 +127,10 @@ def _shares(total: int, backlogs: Mapping[str, float]) -> dict[str, int]:
         if not full:
             break
         open_ = [t for t in open_ if t not in full]
+    left = total - sum(shares.values())
+    for t in sorted(backlogs, key=lambda t: -backlogs[t])[:max(left, 0)]:  # rounding leftovers, one each
+        if shares[t] < backlogs[t]:
+            shares[t] += 1
     return shares
 
 

@@ -1,0 +1,69 @@
+"""Pure logic of the connector, no Spark and no broker: offsets, option parsing, splits, admission shares."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from magnetar.client import MessageId
+from magnetar.spark.discovery import Peek
+from magnetar.spark.offsets import BEFORE_FIRST, after, contiguous, from_source_offset, to_source_offset
+from magnetar.spark.options import OptionError, parse_sink, parse_source
+from magnetar.spark.planning import _advance, _shares, split_range
+from magnetar.spark.scan import ScanRange
+
+URL = "pulsar://localhost:6650"
+
+
+def test_source_offsets_are_canonical_json_and_round_trip() -> None:
+    ids = {"b": MessageId(3, 4, -1), "a": MessageId(1, 2, 5)}
+    offset = to_source_offset(ids)
+    assert json.dumps(offset) == '{"partitions": {"a": [1, 2, 5], "b": [3, 4, -1]}}'
+    assert from_source_offset(offset) == ids
+
+
+def test_positions_order_whole_entries_after_their_messages() -> None:
+    assert after(MessageId(1, 3, -1), MessageId(1, 3, 2))
+    assert not after(MessageId(1, 3, 2), MessageId(1, 3, -1))
+    assert after(MessageId(2, -1), MessageId(1, 99))
+    assert contiguous(MessageId(1, 5), MessageId(1, 6)) and not contiguous(MessageId(1, 5), MessageId(2, 0))
+    assert contiguous(BEFORE_FIRST, MessageId(9, 0))
+
+
+def test_options_name_the_problem() -> None:
+    with pytest.raises(OptionError, match=r"service\.url"):
+        parse_source({"topic": "t"}, streaming=False)
+    with pytest.raises(OptionError, match="exactly one of topic"):
+        parse_source({"service.url": URL, "topic": "t", "topics": "a,b"}, streaming=False)
+    with pytest.raises(OptionError, match="batch reads only"):
+        parse_source({"service.url": URL, "topic": "t", "endingOffsets": "latest"}, streaming=True)
+    opts = parse_source({"service.url": URL, "TOPICS": "a, b", "maxEntriesPerTrigger": "7"}, streaming=True)
+    assert opts.topics.topics == ("a", "b") and opts.max_records_per_trigger == 7 and opts.starting == "latest"
+    with pytest.raises(OptionError, match="exactly_once"):
+        parse_sink({"service.url": URL, "topic": "t", "deliveryGuarantee": "exactly_once"})
+
+
+def test_split_cuts_at_ledger_starts_and_covers_the_range() -> None:
+    rng = ScanRange("t-partition-0", 0, BEFORE_FIRST, MessageId(30, 7))
+    pieces = split_range(rng, 3)
+    assert [p.start for p in pieces] == [BEFORE_FIRST, MessageId(10, -1), MessageId(20, -1)]
+    assert [p.end for p in pieces] == [MessageId(10, -1), MessageId(20, -1), MessageId(30, 7)]
+    assert [p.check_loss for p in pieces] == [True, False, False]
+    inside = split_range(ScanRange("t", -1, MessageId(5, 9), MessageId(5, 99)), 3)
+    assert [p.end for p in inside] == [MessageId(5, 39), MessageId(5, 69), MessageId(5, 99)]
+
+
+def test_shares_follow_backlog_and_never_exceed_the_total() -> None:
+    assert _shares(30, {"a": 100, "b": 100, "c": 100}) == {"a": 10, "b": 10, "c": 10}
+    shares = _shares(30, {"a": 5, "b": 100})
+    assert sum(shares.values()) == 30 and shares["a"] <= 5 and shares["b"] >= 25
+    assert sum(_shares(2, {"a": 9, "b": 9, "c": 9}).values()) <= 2
+    assert sum(_shares(1, {"a": 9, "b": 9, "c": 9}).values()) == 1
+
+
+def test_advance_counts_messages_in_batches_and_stops_at_the_last() -> None:
+    assert _advance(Peek(MessageId(1, 4), 1, 10), 3, MessageId(1, 100)) == MessageId(1, 6)
+    assert _advance(Peek(MessageId(1, 4, 2), 10, 10), 5, MessageId(9, 0)) == MessageId(1, 4, 6)
+    assert _advance(Peek(MessageId(1, 4, 8), 10, 10), 12, MessageId(9, 0)) == MessageId(1, 5, -1)
+    assert _advance(Peek(MessageId(1, 4), 1, 10), 50, MessageId(1, 9)) == MessageId(1, 9)
