@@ -8,6 +8,7 @@ The topic knows the wire format of entries and receipts, never sockets.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 
@@ -187,43 +188,85 @@ class PersistentTopic:
         if last_seq is not None and self.dedup.is_duplicate(name, sequence_id):
             return producer.track(sequence_id, highest_sequence_id, self.dedup.answer_duplicate(name, sequence_id))
         self._publishes_in_flight += 1
-        future = asyncio.ensure_future(self._append(producer, last_seq, num_messages, entry))
+        result: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        self._start_append(producer, last_seq, num_messages, entry, result)
         if last_seq is not None:
-            self.dedup.pushed(name, last_seq, future)
+            self.dedup.pushed(name, last_seq, result)
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(entry)
-        return producer.track(sequence_id, highest_sequence_id, future)
+        return producer.track(sequence_id, highest_sequence_id, result)
 
-    async def _append(self, producer: Producer, last_seq: int | None, num_messages: int, entry: bytes) -> Position:
-        name = producer.name
+    def _start_append(
+        self,
+        producer: Producer,
+        last_seq: int | None,
+        num_messages: int,
+        entry: bytes,
+        result: asyncio.Future[Position],
+    ) -> None:
+        """Take the entry's place in the ledger now; ``_appended`` finishes the publish (no task per send)."""
+        if self.closed:
+            self._append_failed(producer, last_seq, result, NotAllowed(f"Topic {self.name} is closed"))
+            return
+        if producer.fenced:
+            refused = ProducerFenced(f"Producer {producer.name} is fenced or no longer attached to {self.name}")
+            self._append_failed(producer, last_seq, result, refused)
+            return
         try:
-            if self.closed:
-                raise NotAllowed(f"Topic {self.name} is closed")
-            if producer.fenced:
-                raise ProducerFenced(f"Producer {name} is fenced or no longer attached to {self.name}")
-            started_ms = self.clock.monotonic_ms()
-            try:
-                position = await self.ledger.add_entry(entry)
-            except (ManagedLedgerError, StorageError) as exc:
-                self._recovering_from_failure = True
-                raise PersistenceError(f"Failed to persist entry on {self.name}: {exc}") from exc
-        except BaseException:
-            self._publish_settled()
-            if last_seq is not None:
-                self.dedup.failed(name)
-            raise
+            added = self.ledger.add_entry_future(entry)
+        except (ManagedLedgerError, StorageError) as exc:
+            self._recovering_from_failure = True
+            self._append_failed(producer, last_seq, result, self._persistence_error(exc))
+            return
+        started_ms = self.clock.monotonic_ms()
+        added.add_done_callback(
+            functools.partial(self._appended, producer, last_seq, num_messages, len(entry), started_ms, result)
+        )
+
+    def _persistence_error(self, exc: BaseException) -> PersistenceError:
+        error = PersistenceError(f"Failed to persist entry on {self.name}: {exc}")
+        error.__cause__ = exc
+        return error
+
+    def _append_failed(
+        self, producer: Producer, last_seq: int | None, result: asyncio.Future[Position], exc: Exception
+    ) -> None:
         self._publish_settled()
         if last_seq is not None:
-            self.dedup.persisted(name, last_seq, position)
+            self.dedup.failed(producer.name)
+        if not result.done():
+            result.set_exception(exc)
+
+    def _appended(
+        self,
+        producer: Producer,
+        last_seq: int | None,
+        num_messages: int,
+        size_bytes: int,
+        started_ms: float,
+        result: asyncio.Future[Position],
+        added: asyncio.Future[Position],
+    ) -> None:
+        error = added.exception() if not added.cancelled() else StorageError("add cancelled")
+        if error is not None:
+            if isinstance(error, (ManagedLedgerError, StorageError)):
+                self._recovering_from_failure = True
+            self._append_failed(producer, last_seq, result, self._persistence_error(error))
+            return
+        position = added.result()
+        self._publish_settled()
+        if last_seq is not None:
+            self.dedup.persisted(producer.name, last_seq, position)
         else:
             self.dedup.entry_stored(position)
         self.write_latency_ms.record(self.clock.monotonic_ms() - started_ms)
-        self.entry_size_bytes.record(len(entry))
+        self.entry_size_bytes.record(size_bytes)
         self.msg_in_counter += num_messages
-        self.bytes_in_counter += len(entry)
+        self.bytes_in_counter += size_bytes
         for sub in self.subscriptions.values():
             sub.new_entries()
-        return position
+        if not result.done():
+            result.set_result(position)
 
     def _publish_settled(self) -> None:
         """One accepted publish is done; after a failed write, resume once none is left in flight."""

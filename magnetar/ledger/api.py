@@ -20,6 +20,7 @@ Errors::
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -247,6 +248,11 @@ class ManagedLedger(Protocol):
 
     def resume_writes(self) -> bool:
         """Accept adds again (the owner has settled every add in flight); False while adds are in flight."""
+        ...
+
+    def add_entry_future(self, data: bytes | memoryview) -> asyncio.Future[Position]:
+        """Start an add at once (its place is taken by this call) and return a future resolved once it is
+        durable; the hot path of publishing, with no task per add."""
         ...
 
     async def add_entry(self, data: bytes | memoryview) -> Position:

@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from magnetar.clock import Clock
@@ -48,6 +50,15 @@ from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState, check_transi
 from magnetar.ledger.trim import ledgers_to_trim
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore, NotFound
 from magnetar.storage.api import EntryCorrupted, LedgerNotFound, LedgerSealed, LedgerStore, StorageError
+
+
+@dataclass(slots=True)
+class _PendingAdd:
+    append: asyncio.Future[int]
+    result: asyncio.Future[Position]
+    ledger_id: int
+    size_bytes: int
+
 
 log = logging.getLogger("magnetar.ledger")
 
@@ -91,8 +102,9 @@ class ManagedLedgerImpl:
         self._admit_lock = asyncio.Lock()  # add admission and rollover, in call order
         self._meta_lock = asyncio.Lock()  # one managed-ledger record write at a time
         self._cursor_lock = asyncio.Lock()  # cursor creation and deletion
-        self._tail: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._tail.set_result(None)
+        self._in_flight: deque[_PendingAdd] = deque()  # adds not yet resolved, oldest first
+        self._settle_waiters: list[asyncio.Future[None]] = []
+        self._slow_admissions = 0
         self._pending_entries = 0
         self._pending_bytes = 0
         self._current_broken = False
@@ -252,50 +264,79 @@ class ManagedLedgerImpl:
             raise ManagedLedgerError(f"{self._name}: adds are paused after a failed append")
 
     async def add_entry(self, data: bytes | memoryview) -> Position:
-        self._require_accepting()
-        size_bytes = len(data)
-        async with self._admit_lock:
-            self._require_accepting()
-            if self._rollover_due():
-                await self._rollover()  # waits for earlier adds: one of them may fail and pause adds
-                self._require_accepting()
-            ledger_id = self._ledgers.current.ledger_id
-            self._pending_entries += 1
-            self._pending_bytes += size_bytes
-            append = asyncio.ensure_future(self._store.append(ledger_id, data))
-            previous, done = self._tail, asyncio.get_running_loop().create_future()
-            self._tail = done
-            completion = asyncio.ensure_future(self._confirm(append, previous, done, ledger_id, size_bytes))
-        # The shield keeps a cancelled caller from breaking the completion chain of later adds.
-        return await asyncio.shield(completion)
+        return await self.add_entry_future(data)
 
-    async def _confirm(
-        self,
-        append: asyncio.Future[int],
-        previous: asyncio.Future[None],
-        done: asyncio.Future[None],
-        ledger_id: int,
-        size_bytes: int,
-    ) -> Position:
+    def add_entry_future(self, data: bytes | memoryview) -> asyncio.Future[Position]:
+        """Start an add now (its place in the ledger is taken at this call) and return a future that
+        resolves once it is durable. Adds resolve in call order."""
+        self._require_accepting()
+        if self._slow_admissions or self._admit_lock.locked() or self._rollover_due():
+            return asyncio.ensure_future(self._admit_after_rollover(data))
+        return self._enqueue(data)
+
+    async def _admit_after_rollover(self, data: bytes | memoryview) -> Position:
+        self._slow_admissions += 1  # later adds queue behind this one, keeping call order
         try:
-            await asyncio.wait([append])
-            await previous  # confirm in call order
-            self._pending_entries -= 1
-            self._pending_bytes -= size_bytes
-            error = append.exception()
-            if error is None and self._writes_paused:
-                # an earlier add failed: this one must not land after it, so it is not confirmed (the entry,
-                # if the store kept it, stays beyond the ledger's count and is never read)
-                raise ManagedLedgerError(f"{self._name}: an earlier append failed; this one is not confirmed")
-            if error is not None:
-                raise self._add_failed(error)
-            entry_id = append.result()
-            self._ledgers.record_add(ledger_id, entry_id, size_bytes)
-            self._entries_added += 1
-            return Position(ledger_id, entry_id)
+            async with self._admit_lock:
+                self._require_accepting()
+                if self._rollover_due():
+                    await self._rollover()  # waits for earlier adds: one of them may fail and pause adds
+                    self._require_accepting()
+                added = self._enqueue(data)
         finally:
-            if not done.done():  # a waiter cancelled at loop shutdown cancels the future it awaited
-                done.set_result(None)
+            self._slow_admissions -= 1
+        return await added
+
+    def _enqueue(self, data: bytes | memoryview) -> asyncio.Future[Position]:
+        ledger_id, size_bytes = self._ledgers.current.ledger_id, len(data)
+        self._pending_entries += 1
+        self._pending_bytes += size_bytes
+        result: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        append = asyncio.ensure_future(self._store.append(ledger_id, data))
+        self._in_flight.append(_PendingAdd(append, result, ledger_id, size_bytes))
+        append.add_done_callback(self._confirm_in_order)
+        return result
+
+    def _confirm_in_order(self, _: object = None) -> None:
+        """Resolve finished adds from the oldest on, never one before an earlier one."""
+        while self._in_flight and self._in_flight[0].append.done():
+            pending = self._in_flight.popleft()
+            self._pending_entries -= 1
+            self._pending_bytes -= pending.size_bytes
+            try:
+                position = self._confirm(pending)
+            except ManagedLedgerError as exc:
+                if not pending.result.done():
+                    pending.result.set_exception(exc)
+            else:
+                if not pending.result.done():
+                    pending.result.set_result(position)
+        if not self._in_flight:
+            for waiter in self._settle_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._settle_waiters.clear()
+
+    def _confirm(self, pending: _PendingAdd) -> Position:
+        append = pending.append
+        error = append.exception() if not append.cancelled() else StorageError("append cancelled")
+        if error is None and self._writes_paused:
+            # an earlier add failed: this one must not land after it, so it is not confirmed (the entry,
+            # if the store kept it, stays beyond the ledger's count and is never read)
+            raise ManagedLedgerError(f"{self._name}: an earlier append failed; this one is not confirmed")
+        if error is not None:
+            raise self._add_failed(error)
+        entry_id = append.result()
+        self._ledgers.record_add(pending.ledger_id, entry_id, pending.size_bytes)
+        self._entries_added += 1
+        return Position(pending.ledger_id, entry_id)
+
+    async def _settled(self) -> None:
+        """Wait until every add started so far has resolved."""
+        if self._in_flight:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._settle_waiters.append(waiter)
+            await waiter
 
     def _add_failed(self, error: BaseException) -> ManagedLedgerError:
         if isinstance(error, LedgerSealed):
@@ -331,7 +372,7 @@ class ManagedLedgerImpl:
         return LedgerSummary(info.ledger_id, 0, 0, self._clock.now_ms())
 
     async def _rollover(self) -> None:
-        await self._tail  # every in-flight append to the current ledger is confirmed
+        await self._settled()  # every in-flight append to the current ledger is confirmed
         self._require_writable()  # one of them may have found the ledger sealed by another owner
         old = self._ledgers.current
         try:
@@ -503,7 +544,7 @@ class ManagedLedgerImpl:
         self._transition_to(LedgerState.CLOSING)
         try:
             async with self._admit_lock:
-                await self._tail
+                await self._settled()
             for cursor in list(self._cursors.values()):
                 try:
                     await cursor.close()
@@ -524,7 +565,7 @@ class ManagedLedgerImpl:
         self._transition_to(LedgerState.DELETING)
         try:
             async with self._admit_lock:
-                await self._tail
+                await self._settled()
             async with self._meta_lock:
                 try:
                     await self._metadata.delete(self._key, self._version)
