@@ -67,6 +67,10 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     ),
     "defaultNumPartitions": ("broker", "default_num_partitions", _int, 1),
     "brokerDeduplicationEnabled": ("broker", "broker_deduplication_enabled", _bool, 1),
+    "brokerDeduplicationEntriesInterval": ("broker", "broker_deduplication_entries_interval", _int, 1),
+    "brokerDeduplicationSnapshotIntervalSeconds": (
+        "broker", "broker_deduplication_snapshot_interval_seconds", _int, 1,
+    ),
     "keepAliveIntervalSeconds": ("broker", "keep_alive_interval_seconds", _int, 1),
     "dispatcherMaxReadBatchSize": ("broker", "dispatcher_max_read_batch_size", _int, 1),
     "dispatcherMaxReadSizeBytes": ("broker", "dispatcher_max_read_size_bytes", _int, 1),

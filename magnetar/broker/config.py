@@ -21,6 +21,8 @@ class BrokerConfig:
     allow_auto_topic_creation_type: str = "non-partitioned"  # or "partitioned"
     default_num_partitions: int = 1
     broker_deduplication_enabled: bool = True
+    broker_deduplication_entries_interval: int = 1000  # snapshot the dedup state every N entries
+    broker_deduplication_snapshot_interval_seconds: float = 120.0  # ... and at most this long after a write
     keep_alive_interval_seconds: float = 30.0
     dispatcher_max_read_batch_size: int = 100
     dispatcher_max_read_size_bytes: int = 5 * MIB

@@ -40,10 +40,19 @@ def last_sequence_id_of(metadata: proto.pb.MessageMetadata) -> int | None:
 
 
 class Deduplication:
-    def __init__(self, ledger: ManagedLedger, *, enabled: bool, snapshot_interval_entries: int = 1000) -> None:
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        *,
+        enabled: bool,
+        snapshot_interval_entries: int = 1000,
+        snapshot_interval_s: float = 120.0,
+    ) -> None:
         self._ledger = ledger
         self.enabled = enabled
         self._snapshot_interval = max(1, snapshot_interval_entries)
+        self._snapshot_interval_s = max(0.01, snapshot_interval_s)
+        self._timer: asyncio.TimerHandle | None = None
         self._pushed: dict[str, int] = {}
         self._persisted: dict[str, int] = {}
         self._tail: dict[str, asyncio.Future[Position]] = {}
@@ -108,15 +117,31 @@ class Deduplication:
             return
         self._persisted[name] = max(self._persisted.get(name, -1), last_seq)
         self._trim()
-        self._since_snapshot += 1
-        if self._since_snapshot >= self._snapshot_interval and not self._snapshotting:
-            self._snapshotting = True
-            asyncio.get_running_loop().create_task(self._snapshot(position))
+        self.entry_stored(position)
 
     def entry_stored(self, position: Position) -> None:
-        """Entries without a tracked producer (chunks, markers) still count toward the next snapshot."""
-        if self.enabled:
-            self._since_snapshot += 1
+        """Count an entry toward the next snapshot: every ``snapshot_interval_entries`` entries, and at
+        most ``snapshot_interval_s`` after the first one since the last (the dedup cursor holds back
+        trimming until it moves, so a quiet topic must still snapshot)."""
+        if not self.enabled:
+            return
+        self._since_snapshot += 1
+        if self._since_snapshot >= self._snapshot_interval:
+            self._start_snapshot(position)
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._snapshot_interval_s, self._snapshot_due)
+
+    def _snapshot_due(self) -> None:
+        self._timer = None
+        last = self._ledger.last_confirmed
+        if self._since_snapshot and last.entry_id >= 0:
+            self._start_snapshot(last)
+
+    def _start_snapshot(self, position: Position) -> None:
+        if self._snapshotting:
+            return
+        self._snapshotting = True
+        asyncio.get_running_loop().create_task(self._snapshot(position))
 
     async def answer_duplicate(self, name: str, sequence_id: int) -> Position:
         tail = self._tail.get(name)
@@ -139,6 +164,9 @@ class Deduplication:
             self._snapshotting = False
 
     async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._cursor is not None and self.enabled and self._since_snapshot:
             last = self._ledger.last_confirmed
             if last.entry_id >= 0:

@@ -196,6 +196,8 @@ class BrokerService:
             ledger,
             self.clock,
             dedup_enabled=self.config.broker_deduplication_enabled,
+            dedup_snapshot_entries=self.config.broker_deduplication_entries_interval,
+            dedup_snapshot_interval_s=self.config.broker_deduplication_snapshot_interval_seconds,
             read_batch_max=self.config.dispatcher_max_read_batch_size,
             read_bytes_max=self.config.dispatcher_max_read_size_bytes,
             auto_skip_corrupted=self.config.auto_skip_non_recoverable_data,

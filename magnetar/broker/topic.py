@@ -53,6 +53,8 @@ class PersistentTopic:
         clock: Clock,
         *,
         dedup_enabled: bool,
+        dedup_snapshot_entries: int = 1000,
+        dedup_snapshot_interval_s: float = 120.0,
         read_batch_max: int,
         read_bytes_max: int,
         auto_skip_corrupted: bool = False,
@@ -66,7 +68,12 @@ class PersistentTopic:
         self._auto_skip_corrupted = auto_skip_corrupted
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
-        self.dedup = Deduplication(ledger, enabled=dedup_enabled)
+        self.dedup = Deduplication(
+            ledger,
+            enabled=dedup_enabled,
+            snapshot_interval_entries=dedup_snapshot_entries,
+            snapshot_interval_s=dedup_snapshot_interval_s,
+        )
         self.msg_in_counter = 0
         self.write_latency_ms = write_latency_buckets()
         self.entry_size_bytes = entry_size_buckets()

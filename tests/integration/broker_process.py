@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 READY = re.compile(r"ready: broker pulsar://[^:]+:(\d+) web http://[^:]+:(\d+)")
@@ -97,5 +98,9 @@ class BrokerProcess:
 
     def wait_for_log(self, text: str, timeout_s: float) -> bool:
         """Wait until the broker logs a line containing ``text`` (True), or the timeout passes (False)."""
+        return self.wait_for(lambda log: text in log, timeout_s)
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate(whole log so far)`` holds, re-checked on each new log line (bounded)."""
         with self._log_changed:
-            return self._log_changed.wait_for(lambda: text in "".join(self.log_lines), timeout_s)
+            return self._log_changed.wait_for(lambda: predicate("".join(self.log_lines)), timeout_s)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from magnetar.client.sync import Client
@@ -23,7 +24,8 @@ def trimming_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker
     proc = BrokerProcess(
         Path(tmp_path_factory.mktemp("magnetar-trim")),
         extra_args=("--set", "managedLedgerMaxEntriesPerLedger=5", "--set", "defaultRetentionTimeInMinutes=0",
-                    "--set", "defaultRetentionSizeInMB=0", "--set", "retentionCheckIntervalInSeconds=1"),
+                    "--set", "defaultRetentionSizeInMB=0", "--set", "retentionCheckIntervalInSeconds=1",
+                    "--set", "brokerDeduplicationSnapshotIntervalSeconds=1"),
     ).start()
     try:
         yield proc
@@ -65,12 +67,13 @@ def test_trimmed_topic_fails_or_skips(
         _wait_trimmed(client, topic, "first-0")
         survivors = {m.data.decode() for m in client.read(topic, start="earliest", end="latest", timeout_ms=5_000)}
     second = _query(spark, trimming_broker, topic, tmp_path, fail)
-    finished = second.awaitTermination(120)
-    assert finished
     if fail == "true":
-        error = second.exception()
-        assert error is not None and "data loss" in str(error) and topic in str(error)
+        with pytest.raises(StreamingQueryException) as failed:  # a failed query raises from awaitTermination
+            second.awaitTermination(120)
+        assert "data loss" in str(failed.value) and topic in str(failed.value)
+        assert second.exception() is not None
     else:
+        assert second.awaitTermination(120)
         assert second.exception() is None
         values = {r.value.decode() for r in spark.read.parquet(str(tmp_path / "out")).collect()}
         assert {f"first-{i}" for i in range(3)} <= values
