@@ -17,14 +17,14 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from magnetar.faults import FaultPlan
 from magnetar.metadata.api import MetadataError, MetadataStore, MetadataStoreClosed, Record, WatchCallback
 
 METADATA_OPS = frozenset({"get", "put", "delete", "children", "exists"})
 
 
-class MetadataFaultPlan:
-    """Which operations fail: after ``fail_after_ops`` counted operations all do, and each one does with
-    ``fail_probability``. Only operations named in ``ops`` are counted."""
+class MetadataFaultPlan(FaultPlan):
+    """A :class:`magnetar.faults.FaultPlan` counting the metadata store's operations by default."""
 
     def __init__(
         self,
@@ -34,36 +34,7 @@ class MetadataFaultPlan:
         fail_probability: float = 0.0,
         ops: frozenset[str] = METADATA_OPS,
     ) -> None:
-        self.rng = rng
-        self.ops = ops
-        self.fail_after_ops = fail_after_ops
-        self.fail_probability = fail_probability
-        self.operations = 0
-        self.injected = 0
-
-    def arm(self, *, fail_after_ops: int | None = None, fail_probability: float = 0.0) -> None:
-        self.operations = 0
-        self.fail_after_ops = fail_after_ops
-        self.fail_probability = fail_probability
-
-    def disarm(self) -> None:
-        self.arm()
-
-    @property
-    def armed(self) -> bool:
-        return self.fail_after_ops is not None or self.fail_probability > 0
-
-    def should_fail(self, op: str) -> bool:
-        if op not in self.ops or not self.armed:
-            return False
-        self.operations += 1
-        fail = self.fail_after_ops is not None and self.operations > self.fail_after_ops
-        if not fail and self.fail_probability > 0:
-            fail = self.rng.random() < self.fail_probability
-        if fail:
-            self.injected += 1
-        return fail
-
+        super().__init__(rng, fail_after_ops=fail_after_ops, fail_probability=fail_probability, ops=ops)
 
 class FaultyMetadataStore:
     """A :class:`~magnetar.metadata.api.MetadataStore` that fails operations as its plan says."""

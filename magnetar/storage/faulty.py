@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from magnetar.clock import Clock, SystemClock
+from magnetar.faults import FaultPlan as _FaultPlan
 from magnetar.storage import _rules
 from magnetar.storage._rules import LedgerState
 from magnetar.storage.api import LedgerInfo, LedgerNotFound, LedgerStore, StorageIOError, StoreClosed
@@ -36,9 +37,8 @@ SYNC_DELAY_TURNS_MAX = 3
 STORAGE_OPS = frozenset({"create_ledger", "append", "read", "info", "seal", "delete", "list_ledgers"})
 
 
-class FaultPlan:
-    """Decides which operations fail: the first ``fail_after_ops`` pass, then every one fails (a full disk),
-    and independently each fails with ``fail_probability``. Only operations named in ``ops`` are counted."""
+class FaultPlan(_FaultPlan):
+    """A :class:`magnetar.faults.FaultPlan` counting the ledger store's operations by default."""
 
     def __init__(
         self,
@@ -48,36 +48,7 @@ class FaultPlan:
         fail_probability: float = 0.0,
         ops: frozenset[str] = STORAGE_OPS,
     ) -> None:
-        self.rng = rng
-        self.ops = ops
-        self.fail_after_ops = fail_after_ops
-        self.fail_probability = fail_probability
-        self.operations = 0
-        self.injected = 0
-
-    def arm(self, *, fail_after_ops: int | None = None, fail_probability: float = 0.0) -> None:
-        self.operations = 0
-        self.fail_after_ops = fail_after_ops
-        self.fail_probability = fail_probability
-
-    def disarm(self) -> None:
-        self.arm()
-
-    @property
-    def armed(self) -> bool:
-        return self.fail_after_ops is not None or self.fail_probability > 0
-
-    def should_fail(self, op: str) -> bool:
-        if op not in self.ops or not self.armed:
-            return False
-        self.operations += 1
-        fail = self.fail_after_ops is not None and self.operations > self.fail_after_ops
-        if not fail and self.fail_probability > 0:
-            fail = self.rng.random() < self.fail_probability
-        if fail:
-            self.injected += 1
-        return fail
-
+        super().__init__(rng, fail_after_ops=fail_after_ops, fail_probability=fail_probability, ops=ops)
 
 class FaultyLedgerStore:
     """A :class:`~magnetar.storage.api.LedgerStore` that fails operations as its plan says."""
