@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pulsar
 import pytest
 
@@ -163,3 +165,18 @@ def test_data_and_cursors_survive_a_graceful_restart(fresh_broker: BrokerProcess
     finally:
         client.close()
     assert "stopped cleanly" in fresh_broker.log_text()
+
+
+def test_a_config_file_reaches_the_client(tmp_path: Path) -> None:
+    conf = tmp_path / "magnetar.conf"
+    conf.write_text("maxMessageSize=2048\n")
+    proc = BrokerProcess(tmp_path / "data", extra_args=("--config", str(conf))).start()
+    client = make_client(proc.url)
+    try:
+        producer = client.create_producer(topic_name("small-limit"))
+        producer.send(b"x" * 1000)
+        with pytest.raises(pulsar.MessageTooBig):  # CONNECTED told the client the broker's limit
+            producer.send(b"x" * 5000)
+    finally:
+        client.close()
+        proc.kill()

@@ -1,0 +1,62 @@
+"""magnetar.conf (properties or TOML) and --set flags, with Pulsar's broker.conf names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from magnetar.config import ConfigError, build_settings, parse_overrides, read_file
+from magnetar.server.standalone import StandaloneSettings
+
+
+def test_properties_file_with_comments_and_pulsar_names(tmp_path: Path) -> None:
+    conf = tmp_path / "magnetar.conf"
+    conf.write_text(
+        "# a broker.conf excerpt\n"
+        "clusterName=east\n"
+        "brokerServicePort = 7650\n"
+        "journalSyncData=false\n"
+        "managedLedgerMaxSizePerLedgerMbytes=16\n"
+        "managedLedgerMaxLedgerRolloverTimeMinutes=5\n"
+        "zookeeperServers=zk:2181\n"  # a Pulsar key magnetar does not use: ignored
+    )
+    settings = build_settings(read_file(conf))
+    assert settings.broker.cluster_name == "east"
+    assert settings.broker_port == 7650
+    assert settings.journal_sync_data is False
+    assert settings.broker.managed_ledger.max_size_per_ledger_bytes == 16 * 1024 * 1024
+    assert settings.broker.managed_ledger.max_ledger_rollover_time_ms == 5 * 60_000
+
+
+def test_toml_file_and_set_flags_win(tmp_path: Path) -> None:
+    conf = tmp_path / "magnetar.toml"
+    conf.write_text('clusterName = "west"\nallowAutoTopicCreation = false\ndefaultNumPartitions = 4\n')
+    values = read_file(conf)
+    values.update(parse_overrides(["allowAutoTopicCreation=true", "maxMessageSize=2048"]))
+    settings = build_settings(values, StandaloneSettings(data_dir=tmp_path))
+    assert settings.broker.cluster_name == "west"
+    assert settings.broker.allow_auto_topic_creation is True
+    assert settings.broker.default_num_partitions == 4
+    assert settings.broker.max_message_size == 2048
+    assert settings.data_dir == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("journalSyncData", "maybe"), ("brokerServicePort", "eighty"), ("allowAutoTopicCreationType", "sometimes")],
+)
+def test_a_bad_value_names_its_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        build_settings({key: value})
+
+
+def test_malformed_inputs_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        parse_overrides(["no-equals-sign"])
+    bad = tmp_path / "bad.conf"
+    bad.write_text("just words\n")
+    with pytest.raises(ConfigError, match=r"bad\.conf:1"):
+        read_file(bad)
+    with pytest.raises(ConfigError):
+        read_file(tmp_path / "missing.conf")
