@@ -180,3 +180,21 @@ def test_a_config_file_reaches_the_client(tmp_path: Path) -> None:
     finally:
         client.close()
         proc.kill()
+
+
+def test_clients_with_string_and_json_schemas_work(client: pulsar.Client) -> None:
+    """The broker keeps no schema registry yet, but clients that declare a schema must still work."""
+    from pulsar.schema import Integer, JsonSchema, Record, String, StringSchema
+
+    class Order(Record):
+        item = String()
+        count = Integer()
+
+    text_topic, json_topic = topic_name("schema-string"), topic_name("schema-json")
+    texts = client.subscribe(text_topic, "s", schema=StringSchema())
+    client.create_producer(text_topic, schema=StringSchema()).send("hello")
+    assert texts.receive(RECEIVE_TIMEOUT_MS).value() == "hello"
+    orders = client.subscribe(json_topic, "s", schema=JsonSchema(Order))
+    client.create_producer(json_topic, schema=JsonSchema(Order)).send(Order(item="tea", count=3))
+    got = orders.receive(RECEIVE_TIMEOUT_MS).value()
+    assert (got.item, got.count) == ("tea", 3)
