@@ -20,12 +20,14 @@ class Epochs:
         self.epoch: int | None = None
         self.writes: list[int] = []
         self.gate: asyncio.Event | None = None
+        self.writing = asyncio.Event()  # set when a write starts (and waits at the gate)
         self.fail_next = False
 
     def current_epoch(self) -> int | None:
         return self.epoch
 
     async def persist_epoch(self, epoch: int) -> None:
+        self.writing.set()
         if self.gate is not None:
             await asyncio.wait_for(self.gate.wait(), WAIT_S)
         if self.fail_next:
@@ -149,11 +151,9 @@ async def test_close_during_promotion_passes_the_topic_on() -> None:
     q1, q2 = await acc.admit(w1, None), await acc.admit(w2, None)
     assert isinstance(q1, Queued) and isinstance(q2, Queued)
     epochs.gate = asyncio.Event()
+    epochs.writing.clear()
     acc.release(holder)  # promotion of w1 starts and waits on the epoch write
-    for _ in range(100):  # let the promotion task reach the write (bounded)
-        if acc.holder is w1:
-            break
-        await asyncio.sleep(0)
+    await asyncio.wait_for(epochs.writing.wait(), WAIT_S)
     assert acc.holder is w1
     w1.closed = True
     acc.release(w1)  # w1 goes away mid-promotion
