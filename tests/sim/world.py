@@ -67,6 +67,13 @@ BEFORE_ALL = Position(-1, -1)
 Op = Callable[[], Coroutine[Any, Any, None]]
 
 
+
+async def let_turns_pass(turns: int) -> None:
+    """Give the event loop ``turns`` turns. Part of the simulated schedule (which interleavings happen
+    is drawn from the seed), not a wait for a condition: no time passes, the manual clock stands still."""
+    for _ in range(turns):  # bounded by the caller's small count
+        await asyncio.sleep(0)
+
 class InvariantViolation(AssertionError):
     """A durability invariant failed; the message names the seed, the step and what broke."""
 
@@ -202,8 +209,7 @@ class Simulation:
             await op()
             self.stats.ops += 1
             self.count_faults()
-            for _ in range(self.rng.randint(0, 3)):
-                await asyncio.sleep(0)
+            await let_turns_pass(self.rng.randint(0, 3))
         self.step += 1
         await self.op_crash()
         self.timers.cancel_all()
@@ -390,12 +396,10 @@ class Simulation:
 
     async def op_advance(self) -> None:
         delta = self.rng.choice([1, 10, 50, 99, 100, 101, 150, 400])
-        for _ in range(SETTLE_TURNS):  # tasks created just now start their timers before time moves
-            await asyncio.sleep(0)
+        await let_turns_pass(SETTLE_TURNS)  # tasks created just now start their timers before time moves
         self.clock.advance(delta)
         self.timers.fire_due()
-        for _ in range(SETTLE_TURNS):
-            await asyncio.sleep(0)
+        await let_turns_pass(SETTLE_TURNS)
         self.note(f"advance {delta} ms")
 
     async def op_trim(self) -> None:

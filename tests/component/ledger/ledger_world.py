@@ -67,14 +67,35 @@ class GatedStore:
     def __init__(self, inner: MemoryLedgerStore) -> None:
         self.inner = inner
         self.gates: list[asyncio.Future[None]] = []
+        self._gate_added = asyncio.Event()
+        self._open = False  # once released for good, appends return at once
+
+    async def wait_for_gates(self, count: int) -> None:
+        """Wait (bounded) until ``count`` appends are held at their gates."""
+        async def reached() -> None:
+            while len(self.gates) < count:  # each turn waits for one more append
+                self._gate_added.clear()
+                await self._gate_added.wait()
+
+        await asyncio.wait_for(reached(), WAIT_S)
+
+    def release_all(self) -> None:
+        """Release every held append and let later ones through ungated."""
+        self._open = True
+        for gate in self.gates:
+            if not gate.done():
+                gate.set_result(None)
 
     async def create_ledger(self, custom_metadata: Mapping[str, str]) -> LedgerInfo:
         return await self.inner.create_ledger(custom_metadata)
 
     async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
         entry_id = await self.inner.append(ledger_id, data)
+        if self._open:
+            return entry_id
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.gates.append(gate)
+        self._gate_added.set()
         await gate
         return entry_id
 

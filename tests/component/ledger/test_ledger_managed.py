@@ -89,23 +89,15 @@ async def test_concurrent_adds_complete_in_call_order_across_rollovers() -> None
         return position
 
     tasks = [asyncio.ensure_future(add(i)) for i in range(3)]
-    for _ in range(50):  # let the three appends reach the store
-        if len(gated.gates) == 3:
-            break
-        await asyncio.sleep(0)
+    await gated.wait_for_gates(3)  # the three appends reached the store
     assert len(gated.gates) == 3
     for gate in reversed(gated.gates):  # the store finishes them last-first
         gate.set_result(None)
     await asyncio.wait_for(asyncio.gather(*tasks), WAIT_S)
     assert completed == [0, 1, 2]
     more = [asyncio.ensure_future(add(i)) for i in range(3, 30)]
-    for _ in range(500):
-        for gate in gated.gates:
-            if not gate.done():
-                gate.set_result(None)
-        if all(t.done() for t in more):
-            break
-        await asyncio.sleep(0)
+    gated.release_all()
+    await asyncio.wait_for(asyncio.gather(*more), WAIT_S)
     positions = [t.result() for t in tasks + more]
     assert completed == list(range(30))
     assert positions == sorted(positions) and len(set(positions)) == 30
