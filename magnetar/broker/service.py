@@ -18,6 +18,7 @@ from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, T
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.retention import ExpiringTopic, RetentionService
 from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.transactions.api import TxnRegistry
 from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
@@ -66,6 +67,8 @@ class BrokerService:
         self.started_ms = self.clock.now_ms()
         self.closing = False
         self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
+        # set by the transaction coordinator when transactions are enabled; topics ask it before a txn SEND/ACK
+        self.txn_registry: TxnRegistry | None = None
 
     async def start(self) -> None:
         """Create the cluster and the standalone namespaces if this is a fresh metadata store."""

@@ -1,0 +1,86 @@
+"""The seam between the transaction coordinator and the topics that take part in transactions.
+
+The coordinator (TC) decides; participants (a topic's transaction buffer, a subscription's pending-ack
+store) hold what a transaction wrote or acked until the TC tells them how it ended. In Pulsar the TC sends
+``END_TXN_ON_PARTITION`` / ``END_TXN_ON_SUBSCRIPTION`` to the owning broker; in magnetar the owner is the
+same process, so the TC calls a :class:`TxnParticipants` directly (the wire commands are still served for
+clients that send them). Participants ask the TC, through :class:`TxnRegistry`, whether a transaction may
+still write to a partition or ack on a subscription.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from magnetar.broker.errors import BrokerError
+
+# ServerError values (facts §4.7) for the transaction errors
+TRANSACTION_COORDINATOR_NOT_FOUND = 20
+INVALID_TXN_STATUS = 21
+TRANSACTION_CONFLICT = 23
+TRANSACTION_NOT_FOUND = 24
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TxnId:
+    """``(most, least)``: most is the coordinator id, least a sequence within that coordinator."""
+
+    most: int
+    least: int
+
+    def __str__(self) -> str:  # Pulsar prints a TxnID as "(most,least)"
+        return f"({self.most},{self.least})"
+
+
+class TxnAction(enum.IntEnum):
+    """The wire's ``TxnAction`` values."""
+
+    COMMIT = 0
+    ABORT = 1
+
+
+class TxnError(BrokerError):
+    """Root of the transaction errors a client can see; each carries its wire code."""
+
+
+class CoordinatorNotFound(TxnError):
+    server_error: ClassVar[int] = TRANSACTION_COORDINATOR_NOT_FOUND
+
+
+class InvalidTxnStatus(TxnError):
+    server_error: ClassVar[int] = INVALID_TXN_STATUS
+
+
+class TransactionConflict(TxnError):
+    server_error: ClassVar[int] = TRANSACTION_CONFLICT
+
+
+class TransactionNotFound(TxnError):
+    server_error: ClassVar[int] = TRANSACTION_NOT_FOUND
+
+
+class TxnParticipants(Protocol):
+    """What the coordinator calls to end a transaction on the topics and subscriptions it touched.
+
+    Both calls are idempotent (a retry after a crash repeats them) and return once the outcome is durable:
+    the commit/abort marker appended to the partition, the pending acks made real or released.
+    """
+
+    async def end_txn_on_partition(self, topic: str, txn: TxnId, action: TxnAction) -> None: ...
+
+    async def end_txn_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: TxnAction) -> None: ...
+
+
+class TxnRegistry(Protocol):
+    """What participants ask the coordinator before accepting a transactional SEND or ACK.
+
+    Each raises :class:`TransactionNotFound` for an unknown or finished transaction,
+    :class:`InvalidTxnStatus` for one that is no longer open, and :class:`TxnError` when the partition or
+    subscription was not registered with ``ADD_PARTITION_TO_TXN`` / ``ADD_SUBSCRIPTION_TO_TXN``.
+    """
+
+    def check_produce(self, txn: TxnId, topic: str) -> None: ...
+
+    def check_ack(self, txn: TxnId, topic: str, subscription: str) -> None: ...
