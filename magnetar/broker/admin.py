@@ -25,6 +25,7 @@ from magnetar.broker.errors import (
     NotFound,
     PersistenceError,
     PreconditionFailed,
+    ServiceNotReady,
     TopicNotFound,
 )
 from magnetar.broker.names import NamespaceName, TopicName
@@ -264,10 +265,11 @@ class BrokerAdmin:
 
     async def _create_ledger(self, topic: TopicName) -> None:
         try:
-            ledger = await self.broker.ledgers.open(topic.managed_ledger_name, self.broker.config.managed_ledger)
-            await ledger.close()
-        except ManagedLedgerError as exc:
-            raise PersistenceError(f"Failed to create the managed ledger of {topic}: {exc}") from exc
+            created = await self.broker.create_ledger(topic)
+        except ServiceNotReady as exc:
+            raise PersistenceError(str(exc)) from exc
+        if not created:
+            raise Conflict("This topic already exists")
 
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         await self._namespace_of(topic)
@@ -276,7 +278,8 @@ class BrokerAdmin:
             raise InvalidRequest("A partitioned topic's name must not end in -partition-N")
         if await self.partitions(topic) > 0 or await self.exists(topic):
             raise Conflict("This topic already exists")
-        await self.broker.create_partitioned_topic(topic, partitions)
+        if not await self.broker.create_partitioned_topic(topic, partitions):
+            raise Conflict("This topic already exists")
 
     async def update_partitions(self, topic: TopicName, partitions: int) -> None:
         _check_partitions(partitions)

@@ -16,6 +16,7 @@ from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import Conflict, InvalidRequest, MethodNotAllowed, NotFound, PreconditionFailed
 from magnetar.broker.names import TopicName
+from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.ledger.api import InitialPosition, ManagedLedger, ManagedLedgerError, Position
@@ -69,6 +70,7 @@ class SubscriptionAdmin:
         self.admin = admin
 
     async def _subscription(self, topic: TopicName, name: str) -> tuple[PersistentTopic, Subscription]:
+        _check_not_reserved(name)
         loaded = await self.admin.load(topic)
         sub = loaded.subscriptions.get(name)
         if sub is None:
@@ -88,6 +90,7 @@ class SubscriptionAdmin:
         position, excluded = parse_message_id(body)
         if not name or len(name) > 1024:
             raise InvalidRequest("Invalid subscription name")
+        _check_not_reserved(name)
         targets = await self.admin.targets(topic)
         loaded = [await self.admin.load(t) for t in targets]
         if any(name in t.subscriptions for t in loaded):
@@ -179,6 +182,11 @@ class SubscriptionAdmin:
         entry = await loaded.ledger.read_entry(positions[-1])
         return PeekedMessage(entry.position, proto.parse_entry_metadata(entry.data),
                              bytes(proto.entry_payload(entry.data)))
+
+
+def _check_not_reserved(name: str) -> None:
+    if is_reserved_cursor(name):
+        raise MethodNotAllowed(f"Subscription name {name!r} is reserved for the broker's own cursors")
 
 
 def _unacked(ledger: ManagedLedger, sub: Subscription, count: int) -> list[Position]:

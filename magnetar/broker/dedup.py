@@ -88,10 +88,6 @@ class Deduplication:
         if replayed:
             log.info("%s: deduplication state rebuilt from %d entries", self._ledger.name, replayed)
 
-    @staticmethod
-    def is_system_cursor(name: str) -> bool:
-        return name == CURSOR_NAME
-
     def last_sequence_id(self, name: str) -> int:
         return self._persisted.get(name, -1) if self.enabled else -1
 

@@ -62,6 +62,7 @@ class Producer:
     bytes_in_counter: int = 0
     closed: bool = False
     fenced: bool = False
+    ready: bool = False  # admitted (PIP-68): a queued WaitForExclusive producer may not publish yet
     _in_flight: deque[_InFlight] = field(default_factory=deque)
 
     @property

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from magnetar import protocol as proto
 from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.names import NamespaceName
+from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.clock import Clock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, Position, RetentionPolicy, TrimResult
 from magnetar.metadata import api as md
@@ -119,8 +120,8 @@ async def expire_messages(topic: ExpiringTopic, ttl_seconds: int, now_ms: int) -
         return 0
     moved = 0
     for name, cursor in sorted(ledger.cursors.items()):
-        if name == "pulsar.dedup" or cursor.mark_delete_position >= position:
-            continue  # the dedup cursor is a system cursor: it follows its snapshots, not the TTL
+        if is_reserved_cursor(name) or cursor.mark_delete_position >= position:
+            continue  # a system cursor (dedup, replication, ...) follows its own logic, not the TTL
         cursor.acknowledge_cumulative(position)
         moved += 1
         log.info("%s: expired messages of subscription %s up to %s (TTL %d s)", ledger.name, name, position,

@@ -8,9 +8,11 @@ metadata store under Pulsar's ``/admin/...`` paths. Pure asyncio logic: the serv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import urllib.parse
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from magnetar.broker.config import BrokerConfig
@@ -20,7 +22,7 @@ from magnetar.broker.retention import ExpiringTopic, RetentionService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
 from magnetar.clock import Clock, SystemClock
-from magnetar.ledger.api import ManagedLedgerError, ManagedLedgerFactory
+from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
 
 log = logging.getLogger("magnetar.broker")
@@ -63,6 +65,8 @@ class BrokerService:
         self.clock = clock or SystemClock()
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
+        self._creating: dict[str, asyncio.Lock] = {}
+        self._creating_users: dict[str, int] = {}
         self._producer_counter = 0
         self.started_ms = self.clock.now_ms()
         self.closing = False
@@ -106,10 +110,11 @@ class BrokerService:
             and creation.partitions > 0
             and topic.persistent
             and await self.namespace_exists(topic.namespace_name)
-            and not await self.ledgers.exists(topic.managed_ledger_name)
         ):
-            await self.create_partitioned_topic(topic, creation.partitions)
-            return PartitionedMetadata(creation.partitions)
+            await self.create_partitioned_topic(topic, creation.partitions)  # False: a plain topic has the name
+            record = await self._get(partitioned_topic_key(topic))
+            if record is not None:
+                return PartitionedMetadata(int(json.loads(record.value)["partitions"]))
         return PartitionedMetadata(0)
 
     async def auto_topic_creation(self, ns: NamespaceName) -> AutoTopicCreation:
@@ -125,18 +130,56 @@ class BrokerService:
             partitions = max(1, int(override.get("defaultNumPartitions", 1)))
         return AutoTopicCreation(allowed, partitions if partitioned else 0)
 
-    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool:
+        """Declare ``topic`` partitioned; False if the name is taken (by a plain topic or a racing creator).
+
+        Decided under the name's creation lock, the same one a plain topic's creation takes, so a name is
+        never both a partitioned and a non-partitioned topic."""
         if not 0 < partitions <= PARTITIONS_MAX:
             raise NotAllowed(f"Number of partitions must be between 1 and {PARTITIONS_MAX}")
-        try:
-            await self.metadata.put(
-                partitioned_topic_key(topic), json.dumps({"partitions": partitions}).encode(), md.NEW_KEY
-            )
-        except md.BadVersion:
-            return  # created concurrently: the first one wins
-        except md.MetadataError as exc:
-            raise MetadataError(str(exc)) from exc
+        async with self._creation_lock(topic):
+            if str(topic) in self.topics or await self.ledgers.exists(topic.managed_ledger_name):
+                return False
+            try:
+                await self.metadata.put(
+                    partitioned_topic_key(topic), json.dumps({"partitions": partitions}).encode(), md.NEW_KEY
+                )
+            except md.BadVersion:
+                return False  # created concurrently: the first one wins
+            except md.MetadataError as exc:
+                raise MetadataError(str(exc)) from exc
         log.info("created partitioned topic %s with %d partitions", topic, partitions)
+        return True
+
+    @contextlib.asynccontextmanager
+    async def _creation_lock(self, topic: TopicName) -> AsyncIterator[None]:
+        """One creation decision at a time per topic name (held only while a name is being created)."""
+        key = str(topic)
+        lock = self._creating.get(key)
+        if lock is None:
+            lock = self._creating[key] = asyncio.Lock()
+        self._creating_users[key] = self._creating_users.get(key, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._creating_users[key] -= 1
+            if not self._creating_users[key]:
+                del self._creating_users[key], self._creating[key]
+
+    async def create_ledger(self, topic: TopicName) -> bool:
+        """Create the managed ledger of a plain topic or a partition; False if the name is partitioned."""
+        async with self._creation_lock(topic):
+            if not topic.is_partition and await self._get(partitioned_topic_key(topic)):
+                return False
+            if await self.ledgers.exists(topic.managed_ledger_name):
+                return True
+            try:
+                ledger = await self.ledgers.open(topic.managed_ledger_name, self.config.managed_ledger)
+                await ledger.close()
+            except ManagedLedgerError as exc:
+                raise ServiceNotReady(f"Failed to create the managed ledger of {topic}: {exc}") from exc
+        return True
 
     async def _get(self, key: str) -> md.Record | None:
         try:
@@ -187,13 +230,13 @@ class BrokerService:
                 raise TopicNotFound(f"Topic {topic} does not exist")
             if not await self.namespace_exists(topic.namespace_name):
                 raise TopicNotFound(f"Namespace {topic.namespace_name} does not exist")
-            if not topic.is_partition and await self._get(partitioned_topic_key(topic)) is not None:
-                raise NotAllowed(f"{topic} is a partitioned topic: use its partitions")
-            log.info("creating topic %s", topic)
-        try:
-            ledger = await self.ledgers.open(ml_name, self.config.managed_ledger)
-        except ManagedLedgerError as exc:
-            raise ServiceNotReady(f"Failed to open the managed ledger of {topic}: {exc}") from exc
+            async with self._creation_lock(topic):  # the same decision as create_partitioned_topic's
+                if not topic.is_partition and await self._get(partitioned_topic_key(topic)) is not None:
+                    raise NotAllowed(f"{topic} is a partitioned topic: use its partitions")
+                log.info("creating topic %s", topic)
+                ledger = await self._open_ledger(topic)
+        else:
+            ledger = await self._open_ledger(topic)
         loaded = PersistentTopic(
             topic,
             ledger,
@@ -209,6 +252,12 @@ class BrokerService:
         log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),
                  len(loaded.subscriptions))
         return loaded
+
+    async def _open_ledger(self, topic: TopicName) -> ManagedLedger:
+        try:
+            return await self.ledgers.open(topic.managed_ledger_name, self.config.managed_ledger)
+        except ManagedLedgerError as exc:
+            raise ServiceNotReady(f"Failed to open the managed ledger of {topic}: {exc}") from exc
 
     def loaded_topics(self) -> list[tuple[NamespaceName, ExpiringTopic]]:
         """For the retention task: every loaded topic with its namespace."""

@@ -30,6 +30,7 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.names import TopicName
 from magnetar.broker.producer import Producer, failed_publish
+from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
 from magnetar.clock import Clock
 from magnetar.ledger.api import (
@@ -84,7 +85,7 @@ class PersistentTopic:
         self._recovering_from_failure = False
         self.access = ProducerAccess(self, self._fence)
         for cursor_name, cursor in ledger.cursors.items():
-            if Deduplication.is_system_cursor(cursor_name):
+            if is_reserved_cursor(cursor_name):
                 continue
             self.subscriptions[cursor_name] = self._new_subscription(cursor_name, cursor, durable=True)
 
@@ -123,12 +124,14 @@ class PersistentTopic:
         admission = await self.access.admit(producer, presented_epoch)
         if isinstance(admission, Granted):
             self.producers[producer.name] = producer
+            producer.ready = True
         else:
             log.info("producer %s is waiting for exclusive access to %s", producer.name, self.name)
         return admission
 
     def promoted(self, producer: Producer) -> None:
         self.producers[producer.name] = producer
+        producer.ready = True
 
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
@@ -295,8 +298,8 @@ class PersistentTopic:
         start: Position | None,
     ) -> Subscription:
         name = consumer.subscription_name
-        if Deduplication.is_system_cursor(name):
-            raise NotAllowed(f"Subscription name {name!r} is reserved")
+        if is_reserved_cursor(name):
+            raise NotAllowed(f"Subscription name {name!r} is reserved for the broker's own cursors")
         sub = self.subscriptions.get(name)
         if sub is None:
             if durable:

@@ -83,6 +83,10 @@ def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryvi
     if topic is None or producer.closed:
         producer.track(req.sequence_id, highest, failed_publish(ServiceNotReady("Producer is closed")))
         return
+    if not producer.ready:  # PIP-68: queued for exclusive access, it publishes nothing until promoted
+        refused = NotAllowed("Producer is not ready: it is waiting for exclusive access to the topic")
+        producer.track(req.sequence_id, highest, failed_publish(refused))
+        return
     try:
         parsed = proto.parse_send_payload(payload)
     except proto.ChecksumMismatch as exc:
