@@ -225,6 +225,32 @@ def _subscription_verbs(group: str) -> list[Verb]:
     ]
 
 
+def _batch_log_verbs() -> list[Verb]:
+    """PIP-160's runtime switch: ``transactions set-tc-batch-log``, ``set-pending-ack-batch-log``, ``get-batch-log``."""
+    base = "/admin/v3/transactions/batchedLog"
+    specs: tuple[Spec, ...] = (
+        (("--enable",), {"required": True, "choices": ["true", "false"], "help": "batch the log's writes"}),
+        (("--max-records",), {"type": int, "help": "flush at this many records"}),
+        (("--max-size",), {"type": int, "help": "flush at this many bytes"}),
+        (("--max-delay-ms",), {"type": int, "help": "flush when the oldest record waited this long"}),
+    )
+
+    def body(a: argparse.Namespace) -> dict[str, Any]:
+        fields = {"maxRecords": a.max_records, "maxSize": a.max_size, "maxDelayInMillis": a.max_delay_ms}
+        return {"enabled": a.enable == "true", **{k: v for k, v in fields.items() if v is not None}}
+
+    return [
+        Verb("transactions", ("set-tc-batch-log",), specs,
+             lambda a: Call("POST", f"{base}/transactionLog", body(a)),
+             "batch the coordinator log's writes (PIP-160); new coordinator logs use it"),
+        Verb("transactions", ("set-pending-ack-batch-log",), specs,
+             lambda a: Call("POST", f"{base}/pendingAckLog", body(a)),
+             "batch the pending-ack logs' writes (PIP-160); new stores use it"),
+        Verb("transactions", ("get-batch-log",), (), lambda a: Call("GET", base),
+             "batching settings and writer counts of both logs"),
+    ]
+
+
 def _t(suffix: str, method: str = "GET") -> Build:
     return lambda a: Call(method, topic_path(a.topic) + suffix)
 
@@ -284,6 +310,7 @@ VERBS: list[Verb] = [
     Verb("topics", ("terminate",), (TOPIC,), _t("/terminate", "POST"), "terminate a topic"),
     *_subscription_verbs("topics"),
     *_subscription_verbs("subscriptions"),
+    *_batch_log_verbs(),
 ]
 
 

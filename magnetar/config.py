@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.broker.config import MIB, BrokerConfig
+from magnetar.broker.transactions.batching import LogFamily
+from magnetar.broker.transactions.batching import problems as batching_problems
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.server.standalone import StandaloneSettings
 
@@ -87,7 +89,21 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "managedLedgerMinLedgerRolloverTimeMinutes": ("ledger", "min_ledger_rollover_time_ms", _int, 60_000),
     "managedLedgerMaxUnackedRangesToPersist": ("ledger", "max_unacked_ranges_to_persist", _int, 1),
     "managedLedgerCursorPersistIntervalMs": ("ledger", "cursor_persist_interval_ms", _int, 1),
+    **{
+        f"{prefix}{suffix}": (section, name, parse, 1)
+        for prefix, section in (
+            ("transactionLogBatchedWrite", "transaction_log_batching"),
+            ("transactionPendingAckBatchedWrite", "pending_ack_batching"),
+        )
+        for suffix, name, parse in (
+            ("Enabled", "enabled", _bool),
+            ("MaxRecords", "max_records", _int),
+            ("MaxSize", "max_bytes", _int),
+            ("MaxDelayInMillis", "max_delay_ms", _int),
+        )
+    },
 }
+_NESTED_BROKER_SECTIONS = ("transaction_log_batching", "pending_ack_batching")
 
 
 def known_keys() -> list[str]:
@@ -132,6 +148,7 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
     """Apply Pulsar-named ``values`` on top of ``base`` (defaults when None)."""
     base = base or StandaloneSettings()
     changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}}
+    changes.update({section: {} for section in _NESTED_BROKER_SECTIONS})
     for key, text in values.items():
         if key not in _KEYS:
             if text != "":
@@ -147,5 +164,12 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
             raise ConfigError(f"bad value for {key}: {exc}") from exc
         changes[section][name] = value * scale if scale != 1 else value
     ledger: ManagedLedgerConfig = dataclasses.replace(base.broker.managed_ledger, **changes["ledger"])
+    for section in _NESTED_BROKER_SECTIONS:
+        changes["broker"][section] = dataclasses.replace(getattr(base.broker, section), **changes[section])
     broker: BrokerConfig = dataclasses.replace(base.broker, managed_ledger=ledger, **changes["broker"])
+    wrong = batching_problems(
+        {LogFamily.TRANSACTION_LOG: broker.transaction_log_batching, LogFamily.PENDING_ACK: broker.pending_ack_batching}
+    )
+    if wrong:
+        raise ConfigError("; ".join(wrong))
     return dataclasses.replace(base, broker=broker, **changes["settings"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from magnetar.broker.transactions.buffered_writer import BatchingConfig
 from magnetar.ledger.api import ManagedLedgerConfig
 
 MIB = 1024 * 1024
@@ -36,3 +37,6 @@ class BrokerConfig:
     default_retention_size_mb: int = 0  # defaultRetentionSizeInMB: -1 unlimited, 0 none
     ttl_duration_default_seconds: int = 0  # ttlDurationDefaultInSeconds: 0 = messages never expire
     retention_check_interval_seconds: int = 120  # retentionCheckIntervalInSeconds: trim and expire this often
+    # PIP-160: batched writes of the coordinator log and the pending-ack logs (broker/transactions/batching.py)
+    transaction_log_batching: BatchingConfig = field(default_factory=BatchingConfig)
+    pending_ack_batching: BatchingConfig = field(default_factory=BatchingConfig)

@@ -21,6 +21,7 @@ from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.retention import ExpiringTopic, RetentionService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
+from magnetar.broker.transactions.batching import BatchedLogSwitch
 from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
@@ -73,6 +74,8 @@ class BrokerService:
         self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
         # set by the transaction coordinator when transactions are enabled; topics ask it before a txn SEND/ACK
         self.txn_registry: TxnRegistry | None = None
+        # PIP-160: the coordinator log and pending-ack stores take their writers from here (switchable live)
+        self.txn_log_batching = BatchedLogSwitch(config.transaction_log_batching, config.pending_ack_batching)
 
     async def start(self) -> None:
         """Create the cluster and the standalone namespaces if this is a fresh metadata store."""

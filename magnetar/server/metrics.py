@@ -17,6 +17,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
+from magnetar.server.metrics_txn_log import BufferedWriterCollector
 
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
 SUB_LABELS = [*TOPIC_LABELS, "subscription"]
@@ -188,4 +189,5 @@ class BrokerCollector(Collector):
 def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(broker, rates))
+    registry.register(BufferedWriterCollector(broker.txn_log_batching, broker.config.cluster_name))
     return registry

@@ -1,0 +1,70 @@
+"""PIP-160's runtime switch and metrics on the real process: HTTP, ``magnetar admin transactions``,
+Pulsar's buffered-writer metric names, and startup refusing invalid batching settings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.admin.http import call
+from tests.integration.broker_process import BrokerProcess
+
+pytestmark = pytest.mark.integration
+BASE = "/admin/v3/transactions/batchedLog"
+
+
+def _admin(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", broker.web_url, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_switch_over_http_changes_the_setting_and_refuses_invalid_ones(broker: BrokerProcess) -> None:
+    status, before = call(broker.web_url, "GET", BASE)
+    assert status == 200
+    assert before["transactionLog"]["enabled"] is False and before["pendingAckLog"]["maxRecords"] == 512
+    status, after = call(broker.web_url, "POST", BASE + "/pendingAckLog", {"enabled": True, "maxRecords": 64})
+    assert status == 200, after
+    assert (after["enabled"], after["maxRecords"], after["maxSize"]) == (True, 64, 4 * 1024 * 1024)
+    status, err = call(broker.web_url, "POST", BASE + "/transactionLog", {"enabled": True, "maxRecords": 5})
+    assert status == 400 and "transactionLogBatchedWriteMaxRecords" in err["reason"]
+    status, err = call(broker.web_url, "POST", BASE + "/transactionLog", {"enabled": "yes"})
+    assert status == 400
+    _, now = call(broker.web_url, "GET", BASE)
+    assert now["transactionLog"]["enabled"] is False  # the refused change left nothing behind
+    assert now["pendingAckLog"]["enabled"] is True
+
+
+def test_cli_verbs_switch_both_logs(broker: BrokerProcess) -> None:
+    done = _admin(broker, "transactions", "set-tc-batch-log", "--enable", "true", "--max-delay-ms", "2")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["maxDelayInMillis"] == 2
+    bad = _admin(broker, "transactions", "set-pending-ack-batch-log", "--enable", "true", "--max-size", "10")
+    assert bad.returncode == 1 and "MaxSize" in bad.stderr
+    shown = json.loads(_admin(broker, "transactions", "get-batch-log").stdout)
+    assert shown["transactionLog"]["enabled"] is True
+    assert _admin(broker, "transactions", "set-tc-batch-log", "--enable", "false").returncode == 0
+
+
+def test_buffered_writer_metrics_have_pulsars_names(broker: BrokerProcess) -> None:
+    with urllib.request.urlopen(broker.web_url + "/metrics", timeout=15) as resp:
+        names = {s.name for f in text_string_to_metric_families(resp.read().decode()) for s in f.samples}
+    for prefix in ("pulsar_txn_tc", "pulsar_txn_pending_ack_store"):
+        for suffix in ("batch_records_bucket", "batch_size_bytes_count", "batch_oldest_record_delay_seconds_sum",
+                       "flush_trigger_max_records_total", "flush_trigger_max_size_total",
+                       "flush_trigger_max_delay_total", "flush_trigger_large_data_total"):
+            assert f"{prefix}_bufferedwriter_{suffix}" in names, suffix
+
+
+def test_startup_refuses_invalid_batching_settings_naming_the_key(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", extra_args=(
+        "--set", "transactionLogBatchedWriteEnabled=true", "--set", "transactionLogBatchedWriteMaxDelayInMillis=0",
+    ))
+    with pytest.raises(RuntimeError) as failed:
+        proc.start()
+    assert "transactionLogBatchedWriteMaxDelayInMillis must be at least 1" in str(failed.value)
