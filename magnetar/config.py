@@ -63,6 +63,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "clusterName": ("broker", "cluster_name", _str, 1),
     "advertisedAddress": ("broker", "advertised_address", _str, 1),
     "maxMessageSize": ("broker", "max_message_size", _int, 1),
+    "maxChunkedMessageSizeBytes": ("broker", "max_chunked_message_bytes", _int, 1),
     "allowAutoTopicCreation": ("broker", "allow_auto_topic_creation", _bool, 1),
     "allowAutoTopicCreationType": (
         "broker", "allow_auto_topic_creation_type", _choice("non-partitioned", "partitioned"), 1,

@@ -18,6 +18,7 @@ class BrokerConfig:
     cluster_name: str = "standalone"
     advertised_address: str | None = None  # None: answer lookups with the address the client reached
     max_message_size: int = 5 * MIB  # maxMessageSize
+    max_chunked_message_bytes: int = 512 * MIB  # maxChunkedMessageSizeBytes: a chunked message's total size
     allow_auto_topic_creation: bool = True
     allow_auto_topic_creation_type: str = "non-partitioned"  # or "partitioned"
     default_num_partitions: int = 1

@@ -29,6 +29,7 @@ from magnetar.protocol.errors import (
     ChecksumMismatch,
     CompressionError,
     FrameTooLarge,
+    InvalidMessageMetadata,
     LocalProtocolError,
     MalformedFrame,
     PeerProtocolError,
@@ -46,6 +47,7 @@ from magnetar.protocol.frames import (
 from magnetar.protocol.markers import is_marker, make_marker_entry
 from magnetar.protocol.proto import PulsarApi_pb2 as pb
 from magnetar.protocol.proto import PulsarMarkers_pb2 as markers_pb
+from magnetar.protocol.send_checks import check_send_metadata
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
@@ -55,12 +57,14 @@ __all__ = [
     "Frame",
     "FrameDecoder",
     "FrameTooLarge",
+    "InvalidMessageMetadata",
     "LocalProtocolError",
     "MalformedFrame",
     "PeerProtocolError",
     "ProtocolError",
     "SendPayload",
     "build_batch",
+    "check_send_metadata",
     "commands",
     "compress",
     "compression",

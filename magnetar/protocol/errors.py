@@ -5,7 +5,8 @@
     │   ├── FrameTooLarge          a frame size above the configured limit
     │   ├── MalformedFrame         bad sizes, bad protobuf, missing required fields
     │   ├── ChecksumMismatch       CRC32C over metadata+payload does not match
-    │   └── CompressionError       a payload that cannot be (de)compressed within limits
+    │   ├── CompressionError       a payload that cannot be (de)compressed within limits
+    │   └── InvalidMessageMetadata batch or chunk fields that contradict the SEND or the payload
     └── LocalProtocolError         we tried to send something invalid
 
 This module knows nothing of connections or of how errors are reported to the peer: the server
@@ -18,6 +19,7 @@ __all__ = [
     "ChecksumMismatch",
     "CompressionError",
     "FrameTooLarge",
+    "InvalidMessageMetadata",
     "LocalProtocolError",
     "MalformedFrame",
     "PeerProtocolError",
@@ -66,3 +68,7 @@ class CompressionError(PeerProtocolError):
 
 class LocalProtocolError(ProtocolError):
     """We tried to encode something the protocol does not allow."""
+
+
+class InvalidMessageMetadata(PeerProtocolError):
+    """Message metadata whose batch or chunk fields contradict the SEND command or the payload."""

@@ -93,6 +93,15 @@ def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryvi
         producer.track(req.sequence_id, highest, failed_publish(ChecksumError(str(exc))))
         return
     num_messages = req.num_messages if req.HasField("num_messages") else 1
+    try:
+        proto.check_send_metadata(
+            parsed.metadata, num_messages=num_messages, payload_bytes=len(proto.entry_payload(parsed.entry)),
+            max_message_size=conn.max_message_size,
+            chunked_message_bytes_max=conn.broker.config.max_chunked_message_bytes,
+        )
+    except proto.InvalidMessageMetadata as exc:  # refused before storage: no consumer ever reads it
+        producer.track(req.sequence_id, highest, failed_publish(NotAllowed(f"Invalid message: {exc}")))
+        return
     conn.publish_started()
     future = topic.publish(producer, req.sequence_id, highest, num_messages, parsed.entry, parsed.metadata)
     future.add_done_callback(conn.publish_finished)
