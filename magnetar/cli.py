@@ -13,9 +13,16 @@ from pathlib import Path
 
 from magnetar import __version__
 from magnetar.admin_cli import add_admin_parser, run_admin
-from magnetar.config import ConfigError, build_settings, parse_overrides, read_file
+from magnetar.config import ConfigError, build_settings, parse_overrides, port_number, read_file
 from magnetar.perf import add_perf_parser, run_perf
-from magnetar.server.standalone import StandaloneSettings, run_standalone
+from magnetar.server.standalone import StandaloneSettings, StartupError, run_standalone
+
+
+def _port(text: str) -> int:
+    try:
+        return port_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,8 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True)
     sa = verbs.add_parser("standalone", help="run one broker with embedded storage and metadata")
     sa.add_argument("--data-dir", type=Path, default=Path("data"), help="where data lives (default ./data)")
-    sa.add_argument("--broker-port", type=int, default=None, help="binary protocol port (default 6650)")
-    sa.add_argument("--web-port", type=int, default=None, help="HTTP port for /metrics (default 8080)")
+    sa.add_argument("--broker-port", type=_port, default=None,
+                    help="binary protocol port (default 6650; 0 = any free port)")
+    sa.add_argument("--web-port", type=_port, default=None,
+                    help="HTTP port for admin and /metrics (default 8080; 0 = any free port)")
     sa.add_argument("--bind-address", default=None, help="address to listen on (default 0.0.0.0)")
     sa.add_argument("--config", type=Path, default=None, help="magnetar.conf (properties or .toml)")
     sa.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -73,7 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"magnetar: {exc}", file=sys.stderr)
             return 2
-        _run(run_standalone(settings))
+        try:
+            _run(run_standalone(settings))
+        except StartupError as exc:
+            print(f"magnetar: cannot start: {exc}", file=sys.stderr)
+            return 1
         return 0
     return 2
 

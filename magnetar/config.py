@@ -40,8 +40,23 @@ def _int(text: str) -> int:
     return int(text.strip())
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 1..65535, or 0 for any free port; anything else is refused (never wrapped)."""
+    value = int(text.strip())
+    if not 0 <= value <= 65535:
+        raise ValueError(f"a port must be within 1..65535 (0: any free port), got {value}")
+    return value
+
+
 def _str(text: str) -> str:
     return text.strip()
+
+
+def _nonempty(text: str) -> str:
+    value = text.strip()
+    if not value:
+        raise ValueError("must not be empty")
+    return value
 
 
 def _choice(*choices: str) -> Callable[[str], str]:
@@ -57,10 +72,10 @@ def _choice(*choices: str) -> Callable[[str], str]:
 # key -> (section, field, parse, scale)
 _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "bindAddress": ("settings", "bind_address", _str, 1),
-    "brokerServicePort": ("settings", "broker_port", _int, 1),
-    "webServicePort": ("settings", "web_port", _int, 1),
+    "brokerServicePort": ("settings", "broker_port", port_number, 1),
+    "webServicePort": ("settings", "web_port", port_number, 1),
     "journalSyncData": ("settings", "journal_sync_data", _bool, 1),
-    "clusterName": ("broker", "cluster_name", _str, 1),
+    "clusterName": ("broker", "cluster_name", _nonempty, 1),
     "advertisedAddress": ("broker", "advertised_address", _str, 1),
     "maxMessageSize": ("broker", "max_message_size", _int, 1),
     "maxChunkedMessageSizeBytes": ("broker", "max_chunked_message_bytes", _int, 1),

@@ -194,7 +194,23 @@ class BrokerService:
         """Every persistent topic of a namespace (partitions by their partition names)."""
         prefix = f"{ns.tenant}/{ns.namespace}/persistent/"
         names = [n for n in await self.ledgers.list_names() if n.startswith(prefix)]
-        return sorted(str(TopicName.from_managed_ledger_name(n)) for n in names)
+        found = {str(TopicName.from_managed_ledger_name(n)) for n in names}
+        found.update(await self._partitions_of_partitioned_topics(ns))
+        return sorted(found)
+
+    async def _partitions_of_partitioned_topics(self, ns: NamespaceName) -> list[str]:
+        """Every partition of the namespace's partitioned topics, written to or not (as Pulsar lists them)."""
+        parent = f"/admin/partitioned-topics/{ns.tenant}/{ns.namespace}/persistent"
+        try:
+            locals_ = await self.metadata.children(parent)
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+        out: list[str] = []
+        for quoted in locals_:
+            topic = TopicName.parse(f"persistent://{ns}/{urllib.parse.unquote(quoted)}")
+            meta = await self.partitioned_metadata(topic)
+            out += [str(topic.partition(i)) for i in range(meta.partitions)]
+        return out
 
     # ---- topics --------------------------------------------------------------------------------------
 

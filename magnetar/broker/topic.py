@@ -69,6 +69,9 @@ class PersistentTopic:
         self._auto_skip_corrupted = auto_skip_corrupted
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
+        # a reader's seek closes its consumer, which drops the non-durable subscription; the client's
+        # resubscribe then starts where the seek put it, not at the start id it first gave (bounded)
+        self.reader_seeks: dict[str, Position] = {}
         self.dedup = Deduplication(
             ledger,
             enabled=dedup_enabled,
@@ -305,6 +308,7 @@ class PersistentTopic:
             if durable:
                 cursor = await self.ledger.open_cursor(name, initial_position)
             else:
+                start = self.reader_seeks.pop(name, start)
                 begin = start if start is not None else (
                     self.ledger.first_position()
                     if initial_position == InitialPosition.EARLIEST

@@ -68,7 +68,6 @@ class PerfOptions:
             (self.rate_per_s >= 0, "--rate must be >= 0 (0: as fast as possible)"),
             (self.size_bytes >= 1, "--size must be >= 1"),
             (self.messages >= 0 and self.duration_s >= 0, "--messages and --test-duration must be >= 0"),
-            (self.messages > 0 or self.duration_s > 0, "give --messages or --test-duration (or both)"),
             (1 <= self.max_pending <= PENDING_MAX, f"--max-pending must be within 1..{PENDING_MAX}"),
             (self.batch_max_messages >= 1 and self.batch_max_bytes >= 1, "batch limits must be >= 1"),
             (self.batch_delay_ms >= 0, "--batch-delay-ms must be >= 0"),
@@ -100,15 +99,27 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _lower_choice(text: str) -> str:
+    """Pulsar's spellings (``Key_Shared``, ``Earliest``) and ours (``key_shared``) alike."""
+    return text.strip().lower()
+
+
+def _first_name(text: str) -> str:
+    """pulsar-perf's ``-ss sub1,sub2`` lists subscriptions; one subscription is measured here: the first."""
+    return text.split(",")[0].strip()
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("topic", nargs="?", default="persistent://public/default/perf", help="topic (or name prefix)")
-    p.add_argument("-u", "--service-url", default="pulsar://localhost:6650")
+    p.add_argument("-u", "--service-url", default="pulsar://localhost:6650", help="broker URL")
     p.add_argument("--admin-url", default="http://localhost:8080", help="admin HTTP API (for --partitions)")
     p.add_argument("--client", choices=CLIENTS, default="official", help="official pulsar-client or magnetar.client")
-    p.add_argument("-t", "--num-topics", type=_positive_int, default=1)
+    p.add_argument("-t", "--num-topics", type=_positive_int, default=1, help="number of topics")
     p.add_argument("--partitions", type=_positive_int, default=0, help="create each topic with N partitions")
-    p.add_argument("-m", "--messages", type=_positive_int, default=0, help="stop after N messages (0: no limit)")
-    p.add_argument("--test-duration", dest="duration_s", type=float, default=0.0, help="stop after S seconds")
+    p.add_argument("-m", "--messages", "--num-messages", type=_positive_int, default=0,
+                   help="stop after N messages (0: no limit)")
+    p.add_argument("-time", "--test-duration", dest="duration_s", type=float, default=0.0,
+                   help="stop after S seconds (0: no limit; Ctrl-C stops cleanly)")
     p.add_argument("--io-threads", type=_positive_int, default=1, help="official client I/O threads")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-second line on stderr")
@@ -118,11 +129,14 @@ def _producing(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--num-producers", type=_positive_int, default=1, help="producers per topic")
     p.add_argument("-r", "--rate", dest="rate_per_s", type=float, default=0.0, help="msg/s in total (0: max)")
     p.add_argument("-s", "--size", dest="size_bytes", type=_positive_int, default=1024, help="message bytes")
-    p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--batch-max-messages", type=_positive_int, default=1000)
-    p.add_argument("--batch-max-bytes", type=_positive_int, default=128 * 1024)
-    p.add_argument("--batch-delay-ms", type=float, default=1.0, help="max publish delay of a batch")
-    p.add_argument("-z", "--compression", choices=COMPRESSIONS, default="none")
+    p.add_argument("--batching", action=argparse.BooleanOptionalAction, default=True, help="batch messages")
+    p.add_argument("-db", "--disable-batching", dest="batching", action="store_false",
+                   help="same as --no-batching (pulsar-perf's flag)")
+    p.add_argument("-bm", "--batch-max-messages", type=_positive_int, default=1000, help="messages per batch")
+    p.add_argument("-bb", "--batch-max-bytes", type=_positive_int, default=128 * 1024, help="bytes per batch")
+    p.add_argument("-b", "--batch-delay-ms", "--batch-time-window", type=float, default=1.0,
+                   help="max publish delay of a batch, ms")
+    p.add_argument("-z", "--compression", choices=COMPRESSIONS, default="none", help="compression type")
     p.add_argument("-o", "--max-pending", type=_positive_int, default=1000, help="pending sends per producer")
     p.add_argument("--warmup-messages", type=_positive_int, default=0, help="sent before measuring starts")
     p.add_argument("--sample-every", type=_positive_int, default=1,
@@ -131,20 +145,28 @@ def _producing(p: argparse.ArgumentParser) -> None:
 
 def _consuming(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--num-consumers", type=_positive_int, default=1, help="consumers per topic")
-    p.add_argument("-S", "--subscription", default="perf-sub")
-    p.add_argument("--subscription-type", choices=SUBSCRIPTION_TYPES, default="exclusive")
-    p.add_argument("--initial-position", choices=("earliest", "latest"), default="latest")
-    p.add_argument("-q", "--receiver-queue-size", type=_positive_int, default=1000)
-    p.add_argument("--ack-mode", choices=ACK_MODES, default="individual")
+    p.add_argument("-S", "-ss", "--subscription", "--subscriptions", dest="subscription", type=_first_name,
+                   default="perf-sub", help="subscription name (of a comma list, the first)")
+    p.add_argument("-st", "--subscription-type", type=_lower_choice, choices=SUBSCRIPTION_TYPES,
+                   default="exclusive", help="Exclusive, Shared, Failover or Key_Shared (any case)")
+    p.add_argument("-sp", "--initial-position", "--subscription-position", dest="initial_position",
+                   type=_lower_choice, choices=("earliest", "latest"), default="latest",
+                   help="where a new subscription starts (Earliest or Latest, any case)")
+    p.add_argument("-q", "--receiver-queue-size", type=_positive_int, default=1000, help="consumer queue size")
+    p.add_argument("--ack-mode", choices=ACK_MODES, default="individual", help="how consumers acknowledge")
 
 
 def add_perf_parser(verbs: Any) -> argparse.ArgumentParser:
     """Add ``perf produce|consume|e2e`` to the CLI's sub-parsers."""
     perf: argparse.ArgumentParser = verbs.add_parser("perf", help="measure throughput and latency (like pulsar-perf)")
     kinds = perf.add_subparsers(dest="perf_verb", required=True)
-    produce = kinds.add_parser("produce", help="publish at a rate (or max) and report publish latency")
-    consume = kinds.add_parser("consume", help="consume and report throughput and end-to-end latency")
-    e2e = kinds.add_parser("e2e", help="produce and consume at once and report end-to-end latency")
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    produce = kinds.add_parser("produce", help="publish at a rate (or max) and report publish latency",
+                               formatter_class=fmt)
+    consume = kinds.add_parser("consume", help="consume and report throughput and end-to-end latency",
+                               formatter_class=fmt)
+    e2e = kinds.add_parser("e2e", help="produce and consume at once and report end-to-end latency",
+                           formatter_class=fmt)
     for parser, roles in ((produce, (_producing,)), (consume, (_consuming,)), (e2e, (_producing, _consuming))):
         _common(parser)
         for role in roles:

@@ -14,14 +14,15 @@ from magnetar.perf._recorder import Interval
 JSON_SCHEMA_VERSION = 1
 
 
-def progress_line(elapsed_s: float, intervals: Sequence[Interval]) -> str:
+def progress_line(elapsed_s: float, intervals: Sequence[Interval], *, label: str = "") -> str:
     """``[  3.0s] publish 12,345 msg/s 12.6 MB/s p50 1.20 p99 3.40 p999 5.00 ms | consume ...``"""
     parts = [
         f"{i.name} {i.msg_per_s:,.0f} msg/s {i.mb_per_s:.1f} MB/s p50 {i.latency.p50_ms:.2f} "
         f"p99 {i.latency.p99_ms:.2f} p999 {i.latency.p999_ms:.2f} ms" + (f" errors {i.errors}" if i.errors else "")
         for i in intervals
     ]
-    return f"[{elapsed_s:6.1f}s] " + " | ".join(parts)
+    stamp = f"{label} {elapsed_s:.1f}s" if label else f"{elapsed_s:6.1f}s"
+    return f"[{stamp}] " + " | ".join(parts)
 
 
 def describe(options: PerfOptions) -> str:

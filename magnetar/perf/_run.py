@@ -7,6 +7,7 @@ totals for the summary. Partitioned topics are created through the admin HTTP AP
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -63,6 +64,18 @@ def run(options: PerfOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.std
     if options.partitions:
         create_partitions(options)
     flows = Flows()
+    # Ctrl-C asks the driver to stop and the run ends as on its count: the client is closed before the
+    # interpreter exits (a KeyboardInterrupt raised mid-run left the C++ client's threads to std::terminate)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: flows.stop.set()) if main else None
+    try:
+        return _measure(options, flows, out, err)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _measure(options: PerfOptions, flows: Flows, out: TextIO, err: TextIO) -> int:
     failure: list[BaseException] = []
     thread = threading.Thread(target=_drive, args=(driver_for(options), options, flows, failure), daemon=True)
     thread.start()
@@ -79,19 +92,22 @@ def run(options: PerfOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.std
             if options.duration_s and now_s - start_s >= options.duration_s:
                 flows.stop.set()
             if now_s - last_s >= TICK_S or not thread.is_alive():
+                partial = now_s - last_s < TICK_S
                 tick = [r.tick(now_s - last_s) for r in recorders]
                 last_s = now_s
                 if len(intervals) < INTERVALS_MAX:
                     intervals.append(tick)
-                if options.progress:
+                if options.progress and not partial:
                     print(progress_line(now_s - start_s, tick), file=err, flush=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second signal, or one outside the main thread's handler
         flows.stop.set()
         thread.join(START_TIMEOUT_S)
     elapsed_s = time.perf_counter() - start_s
     for r in recorders:
         r.tick(0.0)
     totals = [r.overall(elapsed_s) for r in recorders]
+    if options.progress:  # the closing line covers the whole run, never a partial second scaled up
+        print(progress_line(elapsed_s, totals, label="total"), file=err, flush=True)
     if failure:
         print(f"magnetar perf: {type(failure[0]).__name__}: {failure[0]}", file=err)
     text = summary_json(options, elapsed_s, totals, intervals) if options.json else \

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,10 +26,26 @@ from magnetar.metadata.sqlite import SqliteMetadataStore
 from magnetar.server.connection import ServerConnection
 from magnetar.server.handlers import dispatch_table
 from magnetar.server.web import web_app
-from magnetar.storage.api import LedgerStore
+from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
 
 log = logging.getLogger("magnetar.standalone")
+
+
+class StartupError(Exception):
+    """The process cannot start; the message names the cause and the setting to change (one line)."""
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
+    return str(exc)
+
+
+def _cannot_listen(what: str, address: str, port: int, setting: str, exc: OSError) -> StartupError:
+    if exc.errno == errno.EADDRINUSE:
+        return StartupError(f"{what} port {port} on {address} is already in use; set {setting} to a free port")
+    return StartupError(f"cannot listen for {what} on {address}:{port} ({setting}): {_reason(exc)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,14 +79,11 @@ class Standalone:
         self.web_port = settings.web_port
 
     async def start(self) -> None:
+        """Open the stores, recover, listen. A failure to start is a ``StartupError`` naming its setting."""
         s = self.settings
-        s.data_dir.mkdir(parents=True, exist_ok=True)
-        log.info("opening metadata store %s", s.data_dir / "metadata.db")
-        self.metadata = self._given_metadata or SqliteMetadataStore(s.data_dir / "metadata.db")
-        log.info("recovering ledger store %s (journalSyncData=%s)", s.data_dir / "ledgers", s.journal_sync_data)
-        self.store = self._given_store or await EmbeddedLedgerStore.open(
-            s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data
-        )
+        if not s.broker.cluster_name.strip():
+            raise StartupError("clusterName is empty; set clusterName (e.g. --set clusterName=standalone)")
+        await self._open_stores()
         self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock)
         self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock)
         await self.broker.start()
@@ -89,12 +104,19 @@ class Standalone:
                 if task is not None:
                     self._connection_tasks.discard(task)
 
-        self.server = await asyncio.start_server(serve, s.bind_address, s.broker_port, limit=1024 * 1024)
+        try:
+            self.server = await asyncio.start_server(serve, s.bind_address, s.broker_port, limit=1024 * 1024)
+        except OSError as exc:
+            raise _cannot_listen("broker", s.bind_address, s.broker_port, "brokerServicePort (--broker-port)",
+                                 exc) from exc
         self.broker_port = self.server.sockets[0].getsockname()[1]
         self.runner = web.AppRunner(web_app(self.broker), access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, s.bind_address, s.web_port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise _cannot_listen("web", s.bind_address, s.web_port, "webServicePort (--web-port)", exc) from exc
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:
             self.web_port = server.sockets[0].getsockname()[1]
@@ -103,18 +125,42 @@ class Standalone:
             s.bind_address, self.broker_port, s.bind_address, self.web_port,
         )
 
+    async def _open_stores(self) -> None:
+        """The ledger store first: its lock keeps a second process off the data directory."""
+        s = self.settings
+        where = f"data directory {s.data_dir} (--data-dir)"
+        try:
+            s.data_dir.mkdir(parents=True, exist_ok=True)
+            log.info("recovering ledger store %s (journalSyncData=%s)", s.data_dir / "ledgers", s.journal_sync_data)
+            self.store = self._given_store or await EmbeddedLedgerStore.open(
+                s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data
+            )
+        except StorageError as exc:
+            if isinstance(exc.__cause__, BlockingIOError):
+                raise StartupError(f"{where} is in use by another magnetar process") from exc
+            raise StartupError(f"cannot open {where}: {_reason(exc.__cause__ or exc)}") from exc
+        except OSError as exc:
+            raise StartupError(f"cannot use {where}: {_reason(exc)}") from exc
+        log.info("opening metadata store %s", s.data_dir / "metadata.db")
+        try:
+            self.metadata = self._given_metadata or SqliteMetadataStore(s.data_dir / "metadata.db")
+        except (OSError, sqlite3.Error) as exc:
+            await self.store.close()
+            raise StartupError(f"cannot open the metadata store in {where}: {exc}") from exc
+
     async def stop(self) -> None:
         log.info("stopping: closing %d connections", len(self._connections))
-        self.server.close()
+        server = getattr(self, "server", None)
+        if server is not None:
+            server.close()
         for conn in list(self._connections):
             await conn.close()
         for task in list(self._connection_tasks):
             task.cancel()
-        await self.runner.cleanup()
-        await self.broker.close()
-        await self.ledgers.close()
-        await self.store.close()
-        await self.metadata.close()
+        for name in ("runner", "broker", "ledgers", "store", "metadata"):
+            part = getattr(self, name, None)
+            if part is not None:
+                await (part.cleanup() if name == "runner" else part.close())
         log.info("stopped cleanly")
 
 
@@ -125,7 +171,11 @@ async def run_standalone(settings: StandaloneSettings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    await standalone.start()
+    try:
+        await standalone.start()
+    except BaseException:
+        await standalone.stop()  # whatever opened before the failure is closed (the lock released)
+        raise
     try:
         await stop.wait()
     finally:

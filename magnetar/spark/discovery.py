@@ -8,6 +8,7 @@ behind. Knows nothing of Spark.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from magnetar.spark.options import OptionError, TopicSpec
 __all__ = ["Peek", "full_name", "last_ids", "list_partitions", "partition_of", "peek_next"]
 
 _PROBE_TIMEOUT_MS = 5_000
+log = logging.getLogger(__name__)
 
 
 def full_name(topic: str) -> str:
@@ -40,10 +42,28 @@ async def _expand(client: Client, topics: list[str]) -> list[str]:
     return out
 
 
+async def _existing(client: Client, topics: list[str]) -> list[str]:
+    """The named topics that exist (as a topic or as partitions), asked without creating any: a misspelled
+    name must not auto-create a topic. Missing ones are logged and read as empty."""
+    listed: dict[str, set[str]] = {}
+    out = []
+    for topic in (full_name(t) for t in topics):
+        _, _, rest = topic.partition("://")
+        namespace = "/".join(rest.split("/")[:2])
+        if namespace not in listed:
+            listed[namespace] = set(await client.get_topics_of_namespace(namespace))
+        names = listed[namespace]
+        if topic in names or any(n.startswith(f"{topic}-partition-") for n in names):
+            out.append(topic)
+        else:
+            log.warning("topic %s does not exist: read as empty", topic)
+    return out
+
+
 async def list_partitions(client: Client, spec: TopicSpec) -> list[str]:
     """The (partition) topics a source reads now, sorted; partitioned topics expand to their partitions."""
     if spec.pattern is None:
-        return sorted(set(await _expand(client, list(spec.topics))))
+        return sorted(set(await _expand(client, await _existing(client, list(spec.topics)))))
     full = full_name(spec.pattern)
     domain, _, rest = full.partition("://")
     tenant, namespace, _ = rest.split("/", 2)

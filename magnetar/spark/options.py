@@ -7,14 +7,24 @@ broker: the result is plain frozen dataclasses that travel to executors inside i
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 __all__ = ["OptionError", "SinkOptions", "SourceOptions", "TopicSpec", "parse_sink", "parse_source"]
 
 _CLIENT_PREFIX: Final = "client."
+_COMMON: Final = ("service.url", "serviceUrl", "path")
+SOURCE_OPTIONS: Final = (
+    *_COMMON, "admin.url", "topic", "topics", "topicsPattern", "startingOffsets", "endingOffsets", "startingTime",
+    "endingTime", "failOnDataLoss", "maxRecordsPerTrigger", "maxEntriesPerTrigger", "maxBytesPerTrigger",
+    "minPartitions", "subscriptionName", "pollTimeoutMs",
+)
+SINK_OPTIONS: Final = (
+    *_COMMON, "topic", "topics", "topicsPattern", "deliveryGuarantee", "batchingEnabled", "maxPendingMessages",
+)
 
 
 class OptionError(ValueError):
@@ -59,6 +69,17 @@ class SinkOptions:
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def _reject_unknown(opts: Iterable[str], known: tuple[str, ...]) -> None:
+    """A misspelled option (``startingOffset``) is an error naming the closest known one, never ignored."""
+    by_lower = {k.lower(): k for k in known}
+    for key in sorted(opts):
+        if key in by_lower or key.startswith(_CLIENT_PREFIX):
+            continue
+        close = difflib.get_close_matches(key, list(by_lower), n=1)
+        hint = f"; did you mean {by_lower[close[0]]}?" if close else f"; known options: {', '.join(known)}"
+        raise OptionError(f"unknown option {key!r}{hint}")
 
 
 def _int(opts: Mapping[str, str], name: str, *, minimum: int = 0) -> int | None:
@@ -134,6 +155,7 @@ def _offsets(opts: Mapping[str, str], name: str, default: str, allowed: tuple[st
 
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     opts = _lower(options)
+    _reject_unknown(opts, SOURCE_OPTIONS)
     max_records = _int(opts, "maxRecordsPerTrigger", minimum=1)
     if max_records is None:
         max_records = _int(opts, "maxEntriesPerTrigger", minimum=1)
@@ -162,6 +184,7 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
 
 def parse_sink(options: Mapping[str, str]) -> SinkOptions:
     opts = _lower(options)
+    _reject_unknown(opts, SINK_OPTIONS)
     guarantee = opts.get("deliveryguarantee", "at_least_once").strip().lower()
     if guarantee == "exactly_once":
         raise OptionError("deliveryGuarantee exactly_once needs broker transactions, not available yet; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+import urllib.request
 
 from pyspark.sql import SparkSession
 
@@ -93,3 +94,20 @@ def _read_all(client: Client, topic: str) -> list:  # type: ignore[type-arg]
     for part in range(PARTITIONS):
         out += list(client.read(f"{topic}-partition-{part}", start="earliest", end="latest", timeout_ms=10_000))
     return out
+
+
+def test_empty_missing_and_latest_reads_are_empty_and_create_nothing(
+    spark: SparkSession, broker: BrokerProcess, client: Client
+) -> None:
+    empty = topic_name("empty")
+    client.create_producer(empty).close()  # exists (partitioned, auto-created), holds nothing
+    assert _load(spark, broker, empty).count() == 0
+    full = topic_name("full")
+    produce(client, full, 5)
+    assert _load(spark, broker, full, startingOffsets="latest").count() == 0
+    missing = topic_name("misspelled")
+    assert _load(spark, broker, missing).count() == 0
+    with urllib.request.urlopen(f"{broker.web_url}/admin/v2/persistent/public/default", timeout=30) as answer:
+        listed = json.loads(answer.read())
+    assert [t for t in listed if t.startswith(full)], "the listing shows topics that exist"
+    assert not [t for t in listed if t.startswith(missing)], "a read must not create the topic it names"

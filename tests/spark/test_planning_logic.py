@@ -67,3 +67,11 @@ def test_advance_counts_messages_in_batches_and_stops_at_the_last() -> None:
     assert _advance(Peek(MessageId(1, 4, 2), 10, 10), 5, MessageId(9, 0)) == MessageId(1, 4, 6)
     assert _advance(Peek(MessageId(1, 4, 8), 10, 10), 12, MessageId(9, 0)) == MessageId(1, 5, -1)
     assert _advance(Peek(MessageId(1, 4), 1, 10), 50, MessageId(1, 9)) == MessageId(1, 9)
+
+
+def test_misspelled_options_are_refused_with_the_closest_name() -> None:
+    with pytest.raises(OptionError, match=r"unknown option 'startingoffset'; did you mean startingOffsets"):
+        parse_source({"service.url": URL, "topic": "t", "startingOffset": "latest"}, streaming=False)
+    with pytest.raises(OptionError, match=r"did you mean maxPendingMessages"):
+        parse_sink({"service.url": URL, "topic": "t", "maxPendingMessage": "5"})
+    assert parse_source({"service.url": URL, "topic": "t", "client.operationTimeoutMs": "5"}, streaming=False)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 T = proto.pb.BaseCommand
 SUBSCRIPTION_NAME_CHARS_MAX = 1024
+READER_SEEKS_MAX = 10_000  # pending reader seeks per topic (each is popped when the reader resubscribes)
 
 
 def _position(mid: proto.pb.MessageIdData) -> Position:
@@ -173,6 +174,8 @@ async def on_seek(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryvi
     else:
         raise NotAllowed("SEEK needs a message id or a publish time")
     to_close = await sub.reset(position)
+    if not sub.durable and len(topic.reader_seeks) < READER_SEEKS_MAX:
+        topic.reader_seeks[sub.name] = position
     for c in to_close:
         # the client reconnects each consumer with the same id and reads from the new position
         c.endpoint.send_frame(proto.encode_command(proto.commands.close_consumer(c.consumer_id, -1)))

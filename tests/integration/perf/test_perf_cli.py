@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -85,3 +86,25 @@ def test_no_broker_is_an_error_not_a_hang(broker: BrokerProcess) -> None:
            "-u", "pulsar://127.0.0.1:1"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert done.returncode == 1 and "magnetar perf:" in done.stderr
+
+
+def test_ctrl_c_on_an_unlimited_run_stops_cleanly(broker: BrokerProcess) -> None:
+    """``-m 0`` runs until Ctrl-C; the official client is closed before exit (no std::terminate, exit 0)."""
+    cmd = [sys.executable, "-m", "magnetar.cli", "perf", "produce", "perf-ctrl-c", "-m", "0", "-r", "200",
+           "-u", broker.url, "--admin-url", broker.web_url]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the first full-second progress line: the run is producing
+        assert first.startswith("[") and "publish" in first, first
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "terminate called" not in err
+    rows = {line[:18].strip(): line[18:].strip() for line in out.splitlines()}
+    assert int(rows["messages"].replace(",", "")) > 0 and rows["errors"] == "0"
+    assert err.splitlines()[-1].startswith("[total "), "the closing line covers the run, not a partial second"

@@ -148,7 +148,6 @@ def test_consume_and_e2e_flags() -> None:
 
 
 @pytest.mark.parametrize("argv", [
-    ("produce",),  # neither a count nor a duration
     ("produce", "-m", "10", "-u", "http://nope"),
     ("produce", "-m", "10", "--sample-every", "0"),
     ("consume", "-m", "10", "--subscription-type", "shared", "--ack-mode", "cumulative"),
@@ -168,8 +167,31 @@ def test_unknown_choices_exit_like_argparse() -> None:
 def test_cli_dispatches_perf_and_reports_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
     from magnetar.cli import main
 
-    assert main(["perf", "produce"]) == 2
-    assert "give --messages or --test-duration" in capsys.readouterr().err
+    assert main(["perf", "produce", "-u", "http://nope"]) == 2
+    assert "--service-url must be pulsar://" in capsys.readouterr().err
+
+
+def test_zero_messages_and_no_duration_means_no_limit() -> None:
+    options = parse("produce", "-m", "0")
+    assert options.messages == 0 and options.duration_s == 0
+
+
+def test_pulsar_perf_flag_spellings() -> None:
+    produce = parse("produce", "t", "-time", "7", "-db", "-b", "5", "-bm", "50", "-bb", "4096")
+    assert produce.duration_s == 7 and not produce.batching
+    assert (produce.batch_delay_ms, produce.batch_max_messages, produce.batch_max_bytes) == (5, 50, 4096)
+    consume = parse("consume", "t", "-st", "Key_Shared", "-ss", "sub1,sub2", "-sp", "Earliest")
+    assert (consume.subscription_type, consume.subscription, consume.initial_position) == (
+        "key_shared", "sub1", "earliest")
+
+
+def test_help_prints_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    from magnetar.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["perf", "consume", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: perf-sub)" in text and "(default: exclusive)" in text and "(default: 1000)" in text
 
 
 # ---- output ---------------------------------------------------------------------------------------------
