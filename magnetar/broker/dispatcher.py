@@ -16,19 +16,39 @@ import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, Delivery, SubType
 from magnetar.broker.key_shared import key_hash, sticky_key
 from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, Position
+from magnetar.ledger.bitset import all_set, int_to_words, words_to_int
 
 log = logging.getLogger("magnetar.broker.dispatcher")
 
 REDELIVERY_TRACKED_MAX = 100_000  # positions whose redelivery count is remembered
 ROUNDS_PER_WAKEUP_MAX = 64  # read rounds before the loop yields to a fresh wake-up
 RETRY_DELAY_S = 1.0  # after a failed read
+
+
+GATE_DELIVER, GATE_DROP, GATE_HOLD = 0, 1, 2  # EntryGate verdicts: deliver / ack unseen / skip for now
+
+
+class EntryGate(Protocol):
+    """Transaction isolation as dispatch sees it (supplied by the topic's transactions)."""
+
+    def max_read_position(self) -> Position | None:
+        """Read no entry after this position (None: no limit)."""
+        ...
+
+    def verdict(self, position: Position, metadata: proto.pb.MessageMetadata) -> int:
+        """GATE_DROP for an aborted transaction's entry, GATE_HOLD for one a transaction is acking."""
+        ...
+
+    def pending_mask(self, position: Position) -> int:
+        """Batch indexes of ``position`` an open transaction acked (not to be delivered again)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +75,10 @@ class Dispatcher:
         read_batch_max: int = 100,
         read_bytes_max: int = 5 * 1024 * 1024,
         auto_skip_corrupted: bool = False,
+        gate: EntryGate | None = None,
     ) -> None:
         self.sub_type = sub_type
+        self._gate = gate
         self._auto_skip_corrupted = auto_skip_corrupted
         self._ledger = ledger
         self._cursor = cursor
@@ -99,6 +121,16 @@ class Dispatcher:
     def acknowledged(self, positions: Iterable[Position]) -> None:
         for p in positions:
             self._redelivery_counts.pop(p, None)
+
+    def released(self, positions: Iterable[Position]) -> None:
+        """A transaction that acked these entries aborted: deliver them again."""
+        for c in self.consumers:
+            c.take_unacked()
+        self._cursor.rewind()
+        self.wake()
+
+    def _read_limit(self) -> Position | None:
+        return self._gate.max_read_position() if self._gate is not None else None
 
     def rewind_all(self) -> None:
         """After a cursor reset: forget what was in flight and start reading again."""
@@ -175,8 +207,11 @@ class Dispatcher:
         markers = []
         for e in entries:
             meta = proto.parse_entry_metadata(e.data)
-            if meta.HasField("marker_type"):
+            verdict = self._gate.verdict(e.position, meta) if self._gate is not None else GATE_DELIVER
+            if meta.HasField("marker_type") or verdict == GATE_DROP:
                 markers.append(e.position)
+                continue
+            if verdict == GATE_HOLD:
                 continue
             num = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
             deliver_at = int(meta.deliver_at_time) if meta.HasField("deliver_at_time") else None
@@ -186,13 +221,12 @@ class Dispatcher:
         return prepared
 
     def _delivery(self, p: Prepared) -> Delivery:
-        return Delivery(
-            p.position,
-            p.data,
-            p.num_messages,
-            self._redelivery_counts.get(p.position, 0),
-            self._cursor.batch_ack_set(p.position),
-        )
+        ack_set = self._cursor.batch_ack_set(p.position)
+        held = self._gate.pending_mask(p.position) if self._gate is not None else 0
+        if held:  # batch indexes an open transaction acked are not handed out again
+            unacked = words_to_int(ack_set, p.num_messages) if ack_set is not None else all_set(p.num_messages)
+            ack_set = int_to_words(unacked & ~held)
+        return Delivery(p.position, p.data, p.num_messages, self._redelivery_counts.get(p.position, 0), ack_set)
 
 
 class SingleActiveDispatcher(Dispatcher):
@@ -245,7 +279,7 @@ class SingleActiveDispatcher(Dispatcher):
         if active is None or active.closed or active.permits <= 0:
             return False
         count = min(active.permits, self._read_batch_max)
-        entries = await self._cursor.read_entries(count, self._read_bytes_max)
+        entries = await self._cursor.read_entries(count, self._read_bytes_max, max_position=self._read_limit())
         if not entries:
             return False
         if active is not self._active or active.closed:
@@ -267,6 +301,7 @@ def new_dispatcher(
     read_batch_max: int,
     read_bytes_max: int,
     auto_skip_corrupted: bool = False,
+    gate: EntryGate | None = None,
 ) -> Dispatcher:
     from magnetar.broker.dispatcher_shared import KeySharedDispatcher, SharedDispatcher
 
@@ -274,6 +309,7 @@ def new_dispatcher(
         "read_batch_max": read_batch_max,
         "read_bytes_max": read_bytes_max,
         "auto_skip_corrupted": auto_skip_corrupted,
+        "gate": gate,
     }
     if sub_type == SubType.SHARED:
         return SharedDispatcher(sub_type, ledger, cursor, clock, **limits)

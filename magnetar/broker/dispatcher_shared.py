@@ -62,6 +62,13 @@ class SharedDispatcher(Dispatcher):
             self._redelivery_counts.pop(p, None)
             self._forget_replay(p)
 
+    def released(self, positions: Iterable[Position]) -> None:
+        for p in positions:
+            for c in self.consumers:
+                c.forget(p)
+            self._replay.add(p)
+        self.wake()
+
     def rewind_all(self) -> None:
         self._replay.clear()
         self._delayed.clear()
@@ -92,7 +99,9 @@ class SharedDispatcher(Dispatcher):
                 return progress
         if len(self._replay) >= REPLAY_MAX or self._delayed.full:
             return progress
-        entries = await self._cursor.read_entries(min(budget, self._read_batch_max), self._read_bytes_max)
+        entries = await self._cursor.read_entries(
+            min(budget, self._read_batch_max), self._read_bytes_max, max_position=self._read_limit()
+        )
         if not entries:
             self._arm_timer()
             return progress

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import urllib.parse
@@ -22,6 +23,10 @@ from magnetar.broker.retention import ExpiringTopic, RetentionService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
 from magnetar.broker.transactions.batching import BatchedLogSwitch
+from magnetar.broker.transactions.participants import BrokerParticipants
+from magnetar.broker.transactions.pending_ack_log import is_transaction_internal
+from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
+from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
@@ -76,6 +81,9 @@ class BrokerService:
         self.txn_registry: TxnRegistry | None = None
         # PIP-160: the coordinator log and pending-ack stores take their writers from here (switchable live)
         self.txn_log_batching = BatchedLogSwitch(config.transaction_log_batching, config.pending_ack_batching)
+        # what the coordinator calls to end a transaction on this broker's topics and subscriptions
+        self.txn_participants = BrokerParticipants(self)
+        self._txn_snapshots = MetadataSnapshotStore(metadata)
 
     async def start(self) -> None:
         """Create the cluster and the standalone namespaces if this is a fresh metadata store."""
@@ -193,7 +201,9 @@ class BrokerService:
     async def list_topics(self, ns: NamespaceName) -> list[str]:
         """Every persistent topic of a namespace (partitions by their partition names)."""
         prefix = f"{ns.tenant}/{ns.namespace}/persistent/"
-        names = [n for n in await self.ledgers.list_names() if n.startswith(prefix)]
+        names = [
+            n for n in await self.ledgers.list_names() if n.startswith(prefix) and not is_transaction_internal(n)
+        ]
         found = {str(TopicName.from_managed_ledger_name(n)) for n in names}
         found.update(await self._partitions_of_partitioned_topics(ns))
         return sorted(found)
@@ -266,6 +276,12 @@ class BrokerService:
             read_batch_max=self.config.dispatcher_max_read_batch_size,
             read_bytes_max=self.config.dispatcher_max_read_size_bytes,
             auto_skip_corrupted=self.config.auto_skip_non_recoverable_data,
+            transactions=functools.partial(
+                TopicTransactions,
+                ledgers=self.ledgers,
+                snapshots=self._txn_snapshots,
+                ledger_config=self.config.managed_ledger,
+            ),
         )
         await loaded.start()
         log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),

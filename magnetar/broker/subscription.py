@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dispatcher import Dispatcher, new_dispatcher
+from magnetar.broker.dispatcher import Dispatcher, EntryGate, new_dispatcher
 from magnetar.broker.errors import ConsumerBusy
 from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedger, Position
@@ -35,8 +35,10 @@ class Subscription:
         read_batch_max: int,
         read_bytes_max: int,
         auto_skip_corrupted: bool = False,
+        gate: EntryGate | None = None,
     ) -> None:
         self.name = name
+        self.gate = gate  # transaction isolation for this subscription's dispatchers
         self._auto_skip_corrupted = auto_skip_corrupted
         self.ledger = ledger
         self.cursor = cursor
@@ -77,6 +79,7 @@ class Subscription:
                 read_batch_max=self._read_batch_max,
                 read_bytes_max=self._read_bytes_max,
                 auto_skip_corrupted=self._auto_skip_corrupted,
+                gate=self.gate,
             )
         self.sub_type = consumer.sub_type
         self.dispatcher.add_consumer(consumer)

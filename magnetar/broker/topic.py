@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from magnetar import protocol as proto
 from magnetar.broker.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
@@ -32,6 +32,7 @@ from magnetar.broker.names import TopicName
 from magnetar.broker.producer import Producer, failed_publish
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
+from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.clock import Clock
 from magnetar.ledger.api import (
     Cursor,
@@ -59,6 +60,7 @@ class PersistentTopic:
         read_batch_max: int,
         read_bytes_max: int,
         auto_skip_corrupted: bool = False,
+        transactions: Callable[[PersistentTopic], TopicTransactions] | None = None,
     ) -> None:
         self.name = name
         self.ledger = ledger
@@ -87,6 +89,7 @@ class PersistentTopic:
         self._publishes_in_flight = 0
         self._recovering_from_failure = False
         self.access = ProducerAccess(self, self._fence)
+        self.txn = transactions(self) if transactions is not None else None  # the transaction buffer and acks
         for cursor_name, cursor in ledger.cursors.items():
             if is_reserved_cursor(cursor_name):
                 continue
@@ -106,6 +109,7 @@ class PersistentTopic:
             read_batch_max=self._read_batch_max,
             read_bytes_max=self._read_bytes_max,
             auto_skip_corrupted=self._auto_skip_corrupted,
+            gate=self.txn.gate(name) if self.txn is not None else None,
         )
 
     # ---- producers -----------------------------------------------------------------------------------
@@ -200,8 +204,14 @@ class PersistentTopic:
             return producer.track(sequence_id, highest_sequence_id, failed_publish(refused))
         if last_seq is not None and self.dedup.is_duplicate(name, sequence_id):
             return producer.track(sequence_id, highest_sequence_id, self.dedup.answer_duplicate(name, sequence_id))
+        try:
+            txn = self.txn.send_started(metadata) if self.txn is not None else None
+        except BrokerError as exc:
+            return producer.track(sequence_id, highest_sequence_id, failed_publish(exc))
         self._publishes_in_flight += 1
         result: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        if txn is not None and self.txn is not None:
+            self.txn.watch_send(txn, result)
         self._start_append(producer, last_seq, num_messages, entry, result)
         if last_seq is not None:
             self.dedup.pushed(name, last_seq, result)
@@ -276,10 +286,26 @@ class PersistentTopic:
         self.entry_size_bytes.record(size_bytes)
         self.msg_in_counter += num_messages
         self.bytes_in_counter += size_bytes
-        for sub in self.subscriptions.values():
-            sub.new_entries()
+        self.wake_subscriptions()
         if not result.done():
             result.set_result(position)
+
+    def wake_subscriptions(self) -> None:
+        for sub in self.subscriptions.values():
+            sub.new_entries()
+
+    async def append_internal(self, entry: bytes) -> Position:
+        """Append an entry the broker writes (a transaction marker), failing like a publish does."""
+        if self.closed or self._recovering_from_failure:
+            raise PersistenceError(f"{self.name} is closed or recovering from a failed write")
+        self._publishes_in_flight += 1
+        try:
+            return await self.ledger.add_entry_future(entry)
+        except (ManagedLedgerError, StorageError) as exc:
+            self._recovering_from_failure = True
+            raise self._persistence_error(exc) from exc
+        finally:
+            self._publish_settled()
 
     def _publish_settled(self) -> None:
         """One accepted publish is done; after a failed write, resume once none is left in flight."""
@@ -339,6 +365,8 @@ class PersistentTopic:
         del self.subscriptions[sub.name]
         if sub.durable:
             await self.ledger.delete_cursor(sub.name)
+            if self.txn is not None:
+                await self.txn.subscription_deleted(sub.name)
 
     async def remove_consumer(self, consumer: Consumer) -> None:
         sub = self.subscriptions.get(consumer.subscription_name)
@@ -355,6 +383,8 @@ class PersistentTopic:
     async def last_message_id(self) -> tuple[Position, int]:
         """The last entry's position and the batch index of its last message (-1 when unbatched)."""
         last = self.ledger.last_confirmed
+        if self.txn is not None:  # not past an open transaction, a marker or an aborted entry
+            last = await self.txn.last_visible(last)
         if last.entry_id < 0:
             return last, -1
         entry = await self.ledger.read_entry(last)
@@ -392,11 +422,15 @@ class PersistentTopic:
     async def start(self) -> None:
         """Recover what must be rebuilt before the first producer is admitted."""
         await self.dedup.recover()
+        if self.txn is not None:
+            await self.txn.recover()
 
     async def close(self) -> None:
         self.closed = True
         for sub in list(self.subscriptions.values()):
             await sub.close()
+        if self.txn is not None:
+            await self.txn.close()
         await self.dedup.close()
         await self.ledger.close()
 

@@ -144,9 +144,12 @@ class Cursor(Protocol):
     @property
     def properties(self) -> Mapping[str, int]: ...
 
-    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+    async def read_entries(
+        self, max_entries: int, max_bytes: int | None = None, *, max_position: Position | None = None
+    ) -> list[Entry]:
         """Up to ``max_entries`` confirmed entries from the read position on, skipping acked ones, and
-        advance the read position past them. Returns [] when nothing new is confirmed (never waits)."""
+        advance the read position past them. Returns [] when nothing new is confirmed (never waits).
+        ``max_position`` (added for transaction isolation) caps the read: no entry after it is returned."""
         ...
 
     def rewind(self) -> None:

@@ -139,28 +139,32 @@ class ManagedCursor:
 
     # ---- reads ---------------------------------------------------------------------------------------------
 
-    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+    async def read_entries(
+        self, max_entries: int, max_bytes: int | None = None, *, max_position: Position | None = None
+    ) -> list[Entry]:
         self._require_usable()
         if max_entries <= 0:
             return []
         async with self._read_lock:
             epoch = self._seek_epoch
-            entries, position = await self._read_from(self._read_position, max_entries, max_bytes)
+            entries, position = await self._read_from(self._read_position, max_entries, max_bytes, max_position)
             if epoch == self._seek_epoch:
                 self._read_position = position
             return entries
 
     async def _read_from(
-        self, position: Position, max_entries: int, max_bytes: int | None
+        self, position: Position, max_entries: int, max_bytes: int | None, max_position: Position | None
     ) -> tuple[list[Entry], Position]:
         ledgers = self._host.ledger_list
         entries: list[Entry] = []
         size_bytes = 0
         for _ in range(max_entries):  # every pass reads at least one entry or stops
             position = self._acks.first_unacked(position)
-            if not ledgers.is_entry(position):
+            if not ledgers.is_entry(position) or (max_position is not None and position > max_position):
                 break
             last_entry = self._run_last_entry(position, max_entries - len(entries))
+            if max_position is not None and max_position.ledger_id == position.ledger_id:
+                last_entry = min(last_entry, max_position.entry_id)
             try:
                 datas = await self._host.read_range(position.ledger_id, position.entry_id, last_entry)
             except EntryCorruptedError:

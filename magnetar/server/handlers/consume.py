@@ -7,6 +7,7 @@ or answered with an error (those with a request id): a confused client never har
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from magnetar import protocol as proto
@@ -16,6 +17,7 @@ from magnetar.broker.names import TopicName
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.ledger.api import InitialPosition, Position
+from magnetar.server.handlers import txn_topic
 
 if TYPE_CHECKING:
     from magnetar.server.connection import ServerConnection
@@ -128,14 +130,17 @@ def on_flow(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | N
         sub.flow(consumer, cmd.flow.messagePermits)
 
 
-def on_ack(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+def on_ack(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> Awaitable[None] | None:
     req = cmd.ack
     found = _found(conn, req.consumer_id)
+    if txn_topic.is_txn_ack(req):  # held in the pending-ack store, answered once durable
+        return txn_topic.on_txn_ack(conn, req, found)
     if found is not None:
         consumer, _topic, sub = found
         sub.acknowledge(consumer, req.ack_type, list(req.message_id))
     if req.HasField("request_id"):
         conn.send_frame(proto.encode_command(proto.commands.ack_response(req.consumer_id, req.request_id)))
+    return None
 
 
 def on_redeliver(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:

@@ -9,6 +9,7 @@ from magnetar.broker.access import Queued
 from magnetar.broker.errors import ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
 from magnetar.broker.names import TopicName
 from magnetar.broker.producer import AccessMode, Producer, failed_publish
+from magnetar.server.handlers import txn_topic
 
 if TYPE_CHECKING:
     from magnetar.server.connection import ServerConnection
@@ -91,6 +92,10 @@ def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryvi
         parsed = proto.parse_send_payload(payload)
     except proto.ChecksumMismatch as exc:
         producer.track(req.sequence_id, highest, failed_publish(ChecksumError(str(exc))))
+        return
+    refused = txn_topic.send_refusal(conn, req, parsed.metadata, producer.topic_name)
+    if refused is not None:  # a transactional SEND the coordinator does not allow here
+        producer.track(req.sequence_id, highest, failed_publish(refused))
         return
     num_messages = req.num_messages if req.HasField("num_messages") else 1
     try:

@@ -1,0 +1,46 @@
+"""The participants' side of ending a transaction, over the broker's topics (implements ``TxnParticipants``).
+
+The coordinator calls :class:`BrokerParticipants` once per partition and once per subscription a
+transaction touched. Each call loads the topic if needed (which recovers its transaction buffer and
+pending-ack stores first), ends the transaction there and returns once the outcome is durable: the
+commit/abort marker written, the acks applied to the cursor (flushed) or released, and the end recorded in
+the pending-ack log. Repeating a call is harmless. A topic or subscription that no longer exists has
+nothing waiting for the transaction, so ending there succeeds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.broker.errors import ServiceNotReady, TopicNotFound
+from magnetar.broker.names import TopicName
+from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.transactions.api import TxnAction, TxnId
+from magnetar.broker.transactions.topic_txn import TopicTransactions
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+
+class BrokerParticipants:
+    def __init__(self, broker: BrokerService) -> None:
+        self._broker = broker
+
+    async def _transactions(self, topic: str) -> TopicTransactions | None:
+        try:
+            loaded: PersistentTopic = await self._broker.get_topic(TopicName.parse(topic), create=False)
+        except TopicNotFound:
+            return None
+        if loaded.txn is None:
+            raise ServiceNotReady(f"Topic {topic} has no transaction buffer")
+        return loaded.txn
+
+    async def end_txn_on_partition(self, topic: str, txn: TxnId, action: TxnAction) -> None:
+        transactions = await self._transactions(topic)
+        if transactions is not None:
+            await transactions.end_on_partition(txn, action)
+
+    async def end_txn_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: TxnAction) -> None:
+        transactions = await self._transactions(topic)
+        if transactions is not None:
+            await transactions.end_on_subscription(subscription, txn, action)

@@ -1,0 +1,254 @@
+"""A subscription's pending-ack store: acks made inside a transaction wait here until it ends.
+
+While a transaction is open its acks are neither real (the cursor does not move) nor forgotten: the acked
+messages are not dispatched again, and no other transaction may ack them (``TransactionConflict``). Commit
+applies the acks to the cursor and flushes it; abort drops them and gives the messages back for redelivery.
+
+Rules, as Pulsar has them: an individual ack conflicts with an ack (pending in another transaction, or
+already real) of the same entry or of the same batch indexes; one transaction at a time may hold a pending
+cumulative ack, on exactly one message id, on an Exclusive or Failover subscription, past the mark-delete
+position, and not across another transaction's pending individual ack. Each ACK is validated whole before
+anything is reserved, and written to the log before it is answered, so nothing is half-applied and an
+answered ack survives a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from magnetar.broker.consumer import SubType
+from magnetar.broker.errors import NotAllowed, PersistenceError
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.transactions.api import TransactionConflict, TxnAction, TxnId
+from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId, AckRecord, EndRecord, PendingAckLog
+from magnetar.ledger.api import ManagedLedgerError, Position
+from magnetar.ledger.bitset import all_set, int_to_words, words_to_int
+
+log = logging.getLogger("magnetar.broker.transactions.pending_ack")
+
+
+@dataclass
+class _TxnAcks:
+    individual: dict[Position, AckedId] = field(default_factory=dict)
+    cumulative: Position | None = None
+
+
+def _overlap(a: int, b: int) -> bool:
+    return a == WHOLE or b == WHOLE or (a & b) != 0
+
+
+def _merge(a: int, b: int) -> int:
+    return WHOLE if a == WHOLE or b == WHOLE else a | b
+
+
+class PendingAckStore:
+    def __init__(self, topic: str, subscription: Subscription, ack_log: PendingAckLog) -> None:
+        self.topic = topic
+        self.sub = subscription
+        self._log = ack_log
+        self._txns: dict[TxnId, _TxnAcks] = {}
+        self._owners: dict[Position, dict[TxnId, int]] = {}  # entry -> txn -> mask it acked
+        self._cumulative: tuple[TxnId, Position] | None = None
+        self.committed_total = 0
+        self.aborted_total = 0
+        self.acks_total = 0
+
+    @property
+    def log(self) -> PendingAckLog:
+        return self._log
+
+    # ---- what dispatch asks ------------------------------------------------------------------------------
+
+    def is_pending(self, position: Position) -> bool:
+        """The whole entry is acked by an open transaction: do not dispatch it."""
+        owners = self._owners.get(position)
+        return owners is not None and WHOLE in owners.values()
+
+    def pending_mask(self, position: Position) -> int:
+        """Batch indexes of ``position`` acked by open transactions (0 if none)."""
+        mask = 0
+        for m in self._owners.get(position, {}).values():
+            mask = _merge(mask, m)
+        return mask
+
+    def in_progress(self) -> dict[TxnId, _TxnAcks]:
+        return dict(self._txns)
+
+    @property
+    def cumulative(self) -> tuple[TxnId, Position] | None:
+        return self._cumulative
+
+    # ---- acks --------------------------------------------------------------------------------------------
+
+    async def acknowledge(self, txn: TxnId, cumulative: bool, ids: Sequence[AckedId]) -> None:
+        """Validate, reserve, log; on a failed write nothing stays reserved."""
+        if cumulative:
+            self._check_cumulative(txn, ids)
+        else:
+            for acked in ids:
+                self._check_individual(txn, acked)
+        record = AckRecord(txn, cumulative, tuple(ids))
+        undo = self._reserve(record)
+        try:
+            await self._log.append(record)
+        except ManagedLedgerError as exc:
+            undo()
+            raise PersistenceError(f"Failed to persist the pending ack of {txn} on {self.topic}: {exc}") from exc
+        self.acks_total += 1
+
+    def _conflict(self, txn: TxnId, position: Position, why: str) -> TransactionConflict:
+        where = f"[{self.topic}][{self.sub.name}]"
+        return TransactionConflict(f"{where} Transaction:{txn} try to ack message:{position} {why}")
+
+    def _check_individual(self, txn: TxnId, acked: AckedId) -> None:
+        pos = acked.position
+        cursor = self.sub.cursor
+        if pos <= cursor.mark_delete_position or cursor.is_acknowledged(pos):
+            raise self._conflict(txn, pos, "already acked before.")
+        if acked.mask != WHOLE:
+            words = cursor.batch_ack_set(pos)
+            if words is not None and acked.mask & ~words_to_int(words, acked.batch_size):
+                raise self._conflict(txn, pos, "already acked before.")
+        for owner, mask in self._owners.get(pos, {}).items():
+            if owner != txn and _overlap(mask, acked.mask):
+                raise self._conflict(txn, pos, "in pending ack status.")
+        if self._cumulative is not None and self._cumulative[0] != txn and pos <= self._cumulative[1]:
+            raise self._conflict(txn, pos, "in pending ack status.")
+
+    def _check_cumulative(self, txn: TxnId, ids: Sequence[AckedId]) -> None:
+        if len(ids) != 1:
+            raise NotAllowed("A cumulative ack in a transaction takes exactly one message id")
+        if self.sub.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
+            raise NotAllowed(f"Cumulative ack is not allowed on the {SubType.LABELS.get(self.sub.sub_type)} "
+                             f"subscription {self.sub.name!r}")
+        pos = ids[0].position
+        if self._cumulative is not None and self._cumulative[0] != txn:
+            raise TransactionConflict(
+                f"[{self.topic}][{self.sub.name}] Transaction:{txn} try to cumulative ack message while "
+                f"transaction:{self._cumulative[0]} already cumulative acked messages."
+            )
+        if pos <= self.sub.cursor.mark_delete_position:
+            raise self._conflict(txn, pos, "already acked before.")
+        for owned, owners in self._owners.items():
+            if owned <= pos and any(owner != txn for owner in owners):
+                raise self._conflict(txn, owned, "in pending ack status.")
+
+    def _reserve(self, record: AckRecord) -> Callable[[], None]:
+        txn = record.txn
+        acks = self._txns.setdefault(txn, _TxnAcks())
+        before_cumulative = self._cumulative
+        before_acks = dict(acks.individual)
+        before_owned = {i.position: dict(self._owners.get(i.position, {})) for i in record.ids}
+        before_txn_cumulative = acks.cumulative
+        if record.cumulative:
+            pos = record.ids[0].position
+            if acks.cumulative is None or pos > acks.cumulative:
+                acks.cumulative = pos
+                self._cumulative = (txn, pos)
+        else:
+            for acked in record.ids:
+                prior = acks.individual.get(acked.position)
+                mask = acked.mask if prior is None else _merge(prior.mask, acked.mask)
+                acks.individual[acked.position] = AckedId(acked.position, mask, acked.batch_size)
+                self._owners.setdefault(acked.position, {})[txn] = mask
+
+        def undo() -> None:
+            acks.individual = before_acks
+            acks.cumulative = before_txn_cumulative
+            self._cumulative = before_cumulative
+            for pos, owners in before_owned.items():
+                if owners:
+                    self._owners[pos] = owners
+                else:
+                    self._owners.pop(pos, None)
+            if not acks.individual and acks.cumulative is None:
+                self._txns.pop(txn, None)
+
+        return undo
+
+    # ---- ending ------------------------------------------------------------------------------------------
+
+    async def end(self, txn: TxnId, action: TxnAction) -> None:
+        """Commit: make the acks real (cursor flushed) then log the end. Abort: log the end, then release."""
+        acks = self._txns.get(txn)
+        if acks is None:
+            return  # nothing acked here, or already ended: idempotent
+        try:
+            if action is TxnAction.COMMIT:
+                self._apply(acks)
+                await self.sub.cursor.flush()
+            await self._log.append(EndRecord(txn, action))
+        except ManagedLedgerError as exc:
+            raise PersistenceError(f"Failed to end {txn} on {self.topic} / {self.sub.name}: {exc}") from exc
+        self._forget(txn, acks)
+        if action is TxnAction.COMMIT:
+            self.committed_total += 1
+        else:
+            self.aborted_total += 1
+            self._release(acks)
+
+    def _apply(self, acks: _TxnAcks) -> None:
+        cursor = self.sub.cursor
+        whole: list[Position] = []
+        for acked in acks.individual.values():
+            if acked.mask == WHOLE:
+                whole.append(acked.position)
+            else:
+                unacked = all_set(acked.batch_size) & ~acked.mask
+                cursor.acknowledge_batch_indexes(acked.position, int_to_words(unacked), acked.batch_size)
+                if cursor.is_acknowledged(acked.position):
+                    whole.append(acked.position)
+        if whole:
+            cursor.acknowledge(whole)
+        forgotten: list[Position] = list(whole)
+        for consumer in self.sub.consumers:
+            for p in whole:
+                consumer.forget(p)
+            if acks.cumulative is not None:
+                forgotten.extend(consumer.forget_up_to(acks.cumulative))
+        if acks.cumulative is not None:
+            cursor.acknowledge_cumulative(acks.cumulative)
+        if self.sub.dispatcher is not None:
+            self.sub.dispatcher.acknowledged(forgotten)
+            self.sub.dispatcher.wake()
+
+    def _forget(self, txn: TxnId, acks: _TxnAcks) -> None:
+        del self._txns[txn]
+        for pos in acks.individual:
+            owners = self._owners.get(pos)
+            if owners is not None:
+                owners.pop(txn, None)
+                if not owners:
+                    del self._owners[pos]
+        if self._cumulative is not None and self._cumulative[0] == txn:
+            self._cumulative = None
+
+    def _release(self, acks: _TxnAcks) -> None:
+        if self.sub.dispatcher is None:
+            return
+        released = list(acks.individual)
+        if acks.cumulative is not None:
+            released.append(acks.cumulative)
+        self.sub.dispatcher.released(released)
+
+    # ---- recovery ----------------------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        """Replay the log: acks of transactions without an end record are pending again."""
+        for _position, record in await self._log.replay():
+            if isinstance(record, EndRecord):
+                acks = self._txns.get(record.txn)
+                if acks is not None:
+                    self._forget(record.txn, acks)
+            else:
+                self._reserve(record)
+        if self._txns:
+            log.info("%s / %s: %d transactions with pending acks recovered", self.topic, self.sub.name,
+                     len(self._txns))
+
+    async def close(self) -> None:
+        await self._log.close()
+
+

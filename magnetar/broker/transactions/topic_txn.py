@@ -1,0 +1,216 @@
+"""A topic's side of transactions: its transaction buffer and its subscriptions' pending-ack stores.
+
+The topic meets transactions through this one object (a few hook lines in ``topic.py``): a SEND's
+metadata goes through :meth:`TopicTransactions.send_started`, each subscription's dispatchers get an
+:class:`~magnetar.broker.dispatcher.EntryGate` from :meth:`gate`, the topic's load and close call
+:meth:`recover` and :meth:`close`. The participants (the coordinator's way in) and the wire handlers call
+:meth:`end_on_partition`, :meth:`end_on_subscription` and :meth:`acknowledge`.
+
+Pending-ack stores are opened on a subscription's first transactional ack, and at load for every durable
+subscription whose log exists. Knows nothing of sockets or of the coordinator's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from magnetar import protocol as proto
+from magnetar.broker.dispatcher import GATE_DELIVER, GATE_DROP, GATE_HOLD
+from magnetar.broker.errors import NotAllowed, ServiceNotReady
+from magnetar.broker.names import TopicName
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.transactions.api import TxnAction, TxnId
+from magnetar.broker.transactions.buffer import TransactionBuffer, before, txn_of
+from magnetar.broker.transactions.pending_ack import PendingAckStore
+from magnetar.broker.transactions.pending_ack_log import AckedId, ManagedLedgerAckLog, pending_ack_topic
+from magnetar.broker.transactions.snapshot import SnapshotStore
+from magnetar.clock import Clock
+from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, ManagedLedgerError, ManagedLedgerFactory, Position
+
+log = logging.getLogger("magnetar.broker.transactions.topic")
+
+VISIBLE_SCAN_ENTRIES_MAX = 1000  # entries GET_LAST_MESSAGE_ID walks back over markers and aborted entries
+
+
+class TxnTopic(Protocol):
+    """What the transactions of a topic need from it."""
+
+    name: TopicName
+    ledger: ManagedLedger
+    clock: Clock
+
+    @property
+    def subscriptions(self) -> Mapping[str, Subscription]: ...
+
+    async def append_internal(self, entry: bytes) -> Position: ...
+
+    def wake_subscriptions(self) -> None: ...
+
+
+class _Gate:
+    """The EntryGate of one subscription."""
+
+    def __init__(self, owner: TopicTransactions, subscription: str) -> None:
+        self._owner = owner
+        self._subscription = subscription
+
+    def max_read_position(self) -> Position | None:
+        return self._owner.buffer.max_read_position()
+
+    def verdict(self, position: Position, metadata: proto.pb.MessageMetadata) -> int:
+        txn = txn_of(metadata)
+        if txn is not None and self._owner.buffer.is_aborted(txn):
+            return GATE_DROP
+        store = self._owner.stores.get(self._subscription)
+        if store is not None and store.is_pending(position):
+            return GATE_HOLD
+        return GATE_DELIVER
+
+    def pending_mask(self, position: Position) -> int:
+        store = self._owner.stores.get(self._subscription)
+        return store.pending_mask(position) if store is not None else 0
+
+
+class TopicTransactions:
+    def __init__(
+        self,
+        topic: TxnTopic,
+        *,
+        ledgers: ManagedLedgerFactory,
+        snapshots: SnapshotStore,
+        ledger_config: ManagedLedgerConfig | None = None,
+        snapshot_min_interval_ms: int = 5000,
+    ) -> None:
+        self._topic = topic
+        self._ledgers = ledgers
+        self._ledger_config = ledger_config
+        self.buffer = TransactionBuffer(
+            str(topic.name),
+            topic.ledger,
+            topic.clock,
+            topic.append_internal,
+            snapshots,
+            on_change=topic.wake_subscriptions,
+            snapshot_min_interval_ms=snapshot_min_interval_ms,
+        )
+        self.stores: dict[str, PendingAckStore] = {}
+        self._open_lock = asyncio.Lock()
+
+    def gate(self, subscription: str) -> _Gate:
+        return _Gate(self, subscription)
+
+    # ---- produce -----------------------------------------------------------------------------------------
+
+    def send_started(self, metadata: proto.pb.MessageMetadata) -> TxnId | None:
+        """A SEND is about to take its place: note its transaction (raises TxnError when it ended here)."""
+        txn = txn_of(metadata)
+        if txn is not None:
+            self.buffer.check_send(txn)
+            self.buffer.send_started(txn)
+        return txn
+
+    def watch_send(self, txn: TxnId, result: asyncio.Future[Position]) -> None:
+        """Tell the buffer where the SEND landed (or that it failed) once its append settles."""
+
+        def settled(done: asyncio.Future[Position]) -> None:
+            failed = done.cancelled() or done.exception() is not None
+            self.buffer.send_finished(txn, None if failed else done.result())
+
+        result.add_done_callback(settled)
+
+    # ---- acks --------------------------------------------------------------------------------------------
+
+    async def acknowledge(self, subscription: Subscription, txn: TxnId, cumulative: bool,
+                          ids: Sequence[AckedId]) -> None:
+        if not subscription.durable:
+            raise NotAllowed(f"Subscription {subscription.name!r} is not durable: it takes no transactional acks")
+        store = await self.store(subscription)
+        await store.acknowledge(txn, cumulative, ids)
+
+    async def store(self, subscription: Subscription) -> PendingAckStore:
+        """The subscription's pending-ack store, opened (and replayed) on first use."""
+        async with self._open_lock:
+            store = self.stores.get(subscription.name)
+            if store is None:
+                store = await self._open_store(subscription)
+            return store
+
+    async def _open_store(self, subscription: Subscription) -> PendingAckStore:
+        name = pending_ack_topic(self._topic.name, subscription.name).managed_ledger_name
+        try:
+            ledger = await self._ledgers.open(name, self._ledger_config)
+        except ManagedLedgerError as exc:
+            raise ServiceNotReady(f"Failed to open the pending-ack log {name}: {exc}") from exc
+        store = PendingAckStore(str(self._topic.name), subscription, ManagedLedgerAckLog(ledger))
+        await store.recover()
+        self.stores[subscription.name] = store
+        return store
+
+    # ---- ending ------------------------------------------------------------------------------------------
+
+    async def end_on_partition(self, txn: TxnId, action: TxnAction) -> None:
+        await self.buffer.end(txn, action)
+
+    async def end_on_subscription(self, subscription: str, txn: TxnId, action: TxnAction) -> None:
+        sub = self._topic.subscriptions.get(subscription)
+        if sub is None or not sub.durable:
+            return  # the subscription is gone: nothing of it waits for this transaction
+        store = self.stores.get(subscription)
+        if store is None:
+            return  # never acked in a transaction (an existing log is opened at load)
+        await store.end(txn, action)
+
+    # ---- queries -----------------------------------------------------------------------------------------
+
+    async def last_visible(self, last: Position) -> Position:
+        """The last entry a consumer can receive, at or before ``last``: not past maxReadPosition, not a
+        marker, not an aborted transaction's entry (bounded walk back; past it, the limit itself)."""
+        limit = self.buffer.max_read_position()
+        position = min(last, limit) if limit is not None else last
+        probe = position
+        for _ in range(VISIBLE_SCAN_ENTRIES_MAX):
+            if probe.entry_id < 0:
+                return position if probe == position else probe
+            try:
+                entry = await self._topic.ledger.read_entry(probe)
+            except ManagedLedgerError:
+                return position
+            meta = proto.parse_entry_metadata(entry.data)
+            txn = txn_of(meta)
+            if not meta.HasField("marker_type") and (txn is None or not self.buffer.is_aborted(txn)):
+                return probe
+            probe = before(probe)
+        return position
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        await self.buffer.recover()
+        for sub in list(self._topic.subscriptions.values()):
+            if not sub.durable:
+                continue
+            name = pending_ack_topic(self._topic.name, sub.name).managed_ledger_name
+            if await self._ledgers.exists(name):
+                await self.store(sub)
+
+    async def subscription_deleted(self, subscription: str) -> None:
+        store = self.stores.pop(subscription, None)
+        if store is not None:
+            await store.log.delete()
+            return
+        name = pending_ack_topic(self._topic.name, subscription).managed_ledger_name
+        if await self._ledgers.exists(name):
+            ledger = await self._ledgers.open(name, self._ledger_config)
+            await ledger.delete()
+
+    async def close(self) -> None:
+        await self.buffer.close()
+        for store in list(self.stores.values()):
+            try:
+                await store.close()
+            except ManagedLedgerError as exc:
+                log.warning("%s: closing a pending-ack log failed: %s", self._topic.name, exc)
+        self.stores.clear()
