@@ -93,9 +93,9 @@ def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryvi
     except proto.ChecksumMismatch as exc:
         producer.track(req.sequence_id, highest, failed_publish(ChecksumError(str(exc))))
         return
-    refused = txn_topic.send_refusal(conn, req, parsed.metadata, producer.topic_name)
-    if refused is not None:  # a transactional SEND the coordinator does not allow here
-        producer.track(req.sequence_id, highest, failed_publish(refused))
+    txn_refusal = txn_topic.send_refusal(conn, req, parsed.metadata, producer.topic_name)
+    if txn_refusal is not None:  # a transactional SEND the coordinator does not allow here
+        producer.track(req.sequence_id, highest, failed_publish(txn_refusal))
         return
     num_messages = req.num_messages if req.HasField("num_messages") else 1
     try:
