@@ -78,13 +78,25 @@ async def ack(peer: WirePeer, consumer_id: int, mid: proto.pb.MessageIdData, txn
     return (await peer.expect(T.ACK_RESPONSE)).command.ackResponse
 
 
-@asynccontextmanager
-async def broker(tmp_path: Path, metadata: MemoryMetadataStore, store: MemoryLedgerStore,
-                 registry: FakeRegistry | None) -> AsyncIterator[Standalone]:
+async def start_broker(tmp_path: Path, metadata: MemoryMetadataStore, store: MemoryLedgerStore,
+                       registry: FakeRegistry | None) -> Standalone:
     settings = StandaloneSettings(data_dir=tmp_path, bind_address="127.0.0.1", broker_port=0, web_port=0)
     sa = Standalone(settings, metadata=metadata, store=store)
     await sa.start()
     sa.broker.txn_registry = registry
+    return sa
+
+
+def crash(sa: Standalone) -> None:
+    """Stop serving without closing or flushing anything: the stores keep exactly what was written."""
+    sa.server.close()
+    sa.broker.closing = True
+
+
+@asynccontextmanager
+async def broker(tmp_path: Path, metadata: MemoryMetadataStore, store: MemoryLedgerStore,
+                 registry: FakeRegistry | None) -> AsyncIterator[Standalone]:
+    sa = await start_broker(tmp_path, metadata, store, registry)
     try:
         yield sa
     finally:
