@@ -10,10 +10,10 @@ import pytest
 
 from magnetar import protocol as proto
 from magnetar.broker.transactions.api import TRANSACTION_CONFLICT, TRANSACTION_NOT_FOUND, TxnAction, TxnId
+from magnetar.ledger.api import Position
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.server.standalone import Standalone
 from magnetar.storage.memory import MemoryLedgerStore
-from magnetar.ledger.api import Position
 from tests.component.transactions.helpers import (
     Producer,
     ack,
