@@ -48,6 +48,13 @@ def port_number(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> int:
+    value = int(text.strip())
+    if value <= 0:
+        raise ValueError(f"must be positive, got {value}")
+    return value
+
+
 def _str(text: str) -> str:
     return text.strip()
 
@@ -105,6 +112,14 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "managedLedgerMinLedgerRolloverTimeMinutes": ("ledger", "min_ledger_rollover_time_ms", _int, 60_000),
     "managedLedgerMaxUnackedRangesToPersist": ("ledger", "max_unacked_ranges_to_persist", _int, 1),
     "managedLedgerCursorPersistIntervalMs": ("ledger", "cursor_persist_interval_ms", _int, 1),
+    "transactionCoordinatorEnabled": ("broker", "transaction_coordinator_enabled", _bool, 1),
+    "transactionCoordinatorCount": ("broker", "transaction_coordinator_count", _positive, 1),
+    "transactionTimeoutMillis": ("broker", "transaction_timeout_millis", _positive, 1),
+    "transactionTimeoutMaxMillis": ("broker", "transaction_timeout_max_millis", _int, 1),
+    "maxActiveTransactionsPerCoordinator": ("broker", "max_active_transactions_per_coordinator", _int, 1),
+    "transactionBufferClientOperationTimeoutInMills": (
+        "broker", "transaction_buffer_client_operation_timeout_ms", _positive, 1,
+    ),
     **{
         f"{prefix}{suffix}": (section, name, parse, 1)
         for prefix, section in (

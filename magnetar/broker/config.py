@@ -38,6 +38,13 @@ class BrokerConfig:
     default_retention_size_mb: int = 0  # defaultRetentionSizeInMB: -1 unlimited, 0 none
     ttl_duration_default_seconds: int = 0  # ttlDurationDefaultInSeconds: 0 = messages never expire
     retention_check_interval_seconds: int = 120  # retentionCheckIntervalInSeconds: trim and expire this often
+    # transactions (broker/transactions/): the coordinator(s) and their timeouts
+    transaction_coordinator_enabled: bool = True  # transactionCoordinatorEnabled (on in standalone)
+    transaction_coordinator_count: int = 1  # transactionCoordinatorCount: partitions of transaction_coordinator_assign
+    transaction_timeout_millis: int = 180_000  # transactionTimeoutMillis: when NEW_TXN carries no txn_ttl
+    transaction_timeout_max_millis: int = 0  # transactionTimeoutMaxMillis: a longer txn_ttl is cut to this; 0 = none
+    max_active_transactions_per_coordinator: int = 0  # maxActiveTransactionsPerCoordinator: 0 = no limit
+    transaction_buffer_client_operation_timeout_ms: int = 3_000  # transactionBufferClientOperationTimeoutInMills
     # PIP-160: batched writes of the coordinator log and the pending-ack logs (broker/transactions/batching.py)
     transaction_log_batching: BatchingConfig = field(default_factory=BatchingConfig)
     pending_ack_batching: BatchingConfig = field(default_factory=BatchingConfig)

@@ -23,6 +23,7 @@ from magnetar.broker.retention import ExpiringTopic, RetentionService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
 from magnetar.broker.transactions.batching import BatchedLogSwitch
+from magnetar.broker.transactions.coordinators import TransactionCoordinatorService, is_coordinator_log
 from magnetar.broker.transactions.participants import BrokerParticipants
 from magnetar.broker.transactions.pending_ack_log import is_transaction_internal
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
@@ -79,6 +80,7 @@ class BrokerService:
         self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
         # set by the transaction coordinator when transactions are enabled; topics ask it before a txn SEND/ACK
         self.txn_registry: TxnRegistry | None = None
+        self.txn_coordinators: TransactionCoordinatorService | None = None  # the TCs, for their wire commands
         # PIP-160: the coordinator log and pending-ack stores take their writers from here (switchable live)
         self.txn_log_batching = BatchedLogSwitch(config.transaction_log_batching, config.pending_ack_batching)
         # what the coordinator calls to end a transaction on this broker's topics and subscriptions
@@ -253,6 +255,8 @@ class BrokerService:
     async def _load(self, topic: TopicName, *, create: bool) -> PersistentTopic:
         if not topic.persistent:
             raise NotAllowed("non-persistent topics are not supported by magnetar yet")
+        if is_coordinator_log(topic):
+            raise NotAllowed(f"{topic} is a transaction coordinator's log, not a topic clients can use")
         ml_name = topic.managed_ledger_name
         if not await self.ledgers.exists(ml_name):
             if not (create and (await self.auto_topic_creation(topic.namespace_name)).allowed):

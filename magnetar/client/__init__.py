@@ -8,6 +8,9 @@
         msg = await consumer.receive(timeout_ms=1000)
         await consumer.acknowledge(msg)
         async for msg in client.read("t", start="earliest", end="latest"): ...
+        async with client.transaction(timeout_ms=30_000) as txn:   # commit on exit, abort on exception
+            await producer.send(b"y", txn=txn)
+            await consumer.acknowledge(msg, txn=txn)
 
 Shares ``magnetar.protocol`` with the broker and imports nothing from broker/ or server/.
 ``magnetar.client.sync`` is a blocking facade for scripts and Spark executors.
@@ -21,6 +24,7 @@ from magnetar.client._messages import EARLIEST, LATEST, Message, MessageId
 from magnetar.client._partitioned import MultiTopicConsumer, PartitionedProducer
 from magnetar.client._producer import Producer
 from magnetar.client._reader import Reader
+from magnetar.client._transaction import Transaction, TransactionState
 from magnetar.client.errors import PulsarClientError
 
 __all__ = [
@@ -40,5 +44,7 @@ __all__ = [
     "ProducerConfig",
     "PulsarClientError",
     "Reader",
+    "Transaction",
+    "TransactionState",
     "errors",
 ]

@@ -30,6 +30,7 @@ class OutgoingMessage(Generic[K]):
     properties: Mapping[str, str] = field(default_factory=dict)
     event_time_ms: int = 0
     deliver_at_ms: int | None = None
+    txn_id: tuple[int, int] | None = None  # (most, least): sent alone, never batched
 
     @property
     def size_bytes(self) -> int:
@@ -51,6 +52,8 @@ def message_metadata(msg: OutgoingMessage[K], producer_name: str, publish_time_m
         meta.event_time = msg.event_time_ms
     if msg.deliver_at_ms is not None:
         meta.deliver_at_time = msg.deliver_at_ms
+    if msg.txn_id is not None:
+        meta.txnid_most_bits, meta.txnid_least_bits = msg.txn_id
     return meta
 
 

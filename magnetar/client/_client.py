@@ -21,12 +21,14 @@ from magnetar.client._partitioned import MultiTopicConsumer, PartitionedProducer
 from magnetar.client._pool import ConnectionPool
 from magnetar.client._producer import Producer
 from magnetar.client._reader import Reader, reached_end
+from magnetar.client._transaction import Coordinators, Transaction, TransactionScope
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration
 from magnetar.clock import Clock, SystemClock
 
 __all__ = ["Client"]
 
 StartAt = MessageId | Literal["earliest", "latest"]
+DEFAULT_TXN_TIMEOUT_MS = 60_000
 
 
 def _start_id(start: StartAt) -> MessageId:
@@ -48,6 +50,7 @@ class Client:
         self._ctx: ClientContext | None = None
         self._closeables: list[Producer | PartitionedProducer | Consumer | MultiTopicConsumer | Reader] = []
         self._closed = False
+        self._coordinators: Coordinators | None = None
 
     # ------------------------------------------------------------ pickling: configuration only
 
@@ -60,6 +63,7 @@ class Client:
         self._ctx = None
         self._closeables = []
         self._closed = False
+        self._coordinators = None
 
     @property
     def _context(self) -> ClientContext:
@@ -84,6 +88,19 @@ class Client:
         self._closed = True
         if self._ctx is not None:
             await self._ctx.pool.close()
+
+    # ------------------------------------------------------------ transactions
+
+    async def new_transaction(self, timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS) -> Transaction:
+        """Open a transaction; the coordinator aborts it if it is not ended within ``timeout_ms``."""
+        ctx = self._context
+        if self._coordinators is None:
+            self._coordinators = Coordinators(ctx)
+        return await self._coordinators.new_transaction(timeout_ms)
+
+    def transaction(self, timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS) -> TransactionScope:
+        """``async with client.transaction() as txn:`` commits on a clean exit, aborts on an exception."""
+        return TransactionScope(lambda: self.new_transaction(timeout_ms))
 
     # ------------------------------------------------------------ discovery
 

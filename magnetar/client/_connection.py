@@ -34,6 +34,7 @@ from magnetar.protocol import (
     encode_command,
     encode_payload_command,
     pb,
+    txn_commands,
 )
 
 __all__ = ["Connection", "ConsumerHandler", "ProducerHandler"]
@@ -80,7 +81,10 @@ _RESPONSE_FIELDS: Final = {
     T.GET_TOPICS_OF_NAMESPACE_RESPONSE: "getTopicsOfNamespaceResponse",
     T.GET_SCHEMA_RESPONSE: "getSchemaResponse",
     T.ACK_RESPONSE: "ackResponse",
+    **{response: field for response, field in txn_commands.RESPONSE_FIELDS.values()},
 }
+# responses that report failure in their own error/message fields instead of an ERROR frame
+_OWN_ERROR_FIELD: Final = frozenset({T.ACK_RESPONSE, *(r for r, _ in txn_commands.RESPONSE_FIELDS.values())})
 
 
 class Connection:
@@ -294,6 +298,8 @@ class Connection:
             return
         if cmd.type == T.ERROR:
             fut.set_exception(from_server(cmd.error.error, cmd.error.message))
+        elif cmd.type in _OWN_ERROR_FIELD and sub.HasField("error"):
+            fut.set_exception(from_server(sub.error, sub.message))
         else:
             fut.set_result(cmd)
 

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
-from magnetar.client._acks import AckGroupingTracker, NegativeAckTracker
+from magnetar.client._acks import AckGroupingTracker, NegativeAckTracker, ack_set_words
 from magnetar.client._config import ConsumerConfig
 from magnetar.client._connection import Connection
 from magnetar.client._context import ClientContext
@@ -27,6 +27,7 @@ from magnetar.client._dlq import DeadLetterSink
 from magnetar.client._incoming import ChunkAssembler, StartFilter, decode_entry
 from magnetar.client._messages import EARLIEST, LATEST, Message, MessageId
 from magnetar.client._state import Lifecycle
+from magnetar.client._transaction import Transaction
 from magnetar.client.errors import (
     AlreadyClosed,
     CumulativeAckNotAllowed,
@@ -34,7 +35,7 @@ from magnetar.client.errors import (
     OperationTimeout,
     PulsarClientError,
 )
-from magnetar.protocol import commands, pb
+from magnetar.protocol import commands, ids, pb
 
 __all__ = ["Consumer", "ReceiveQueue"]
 
@@ -331,9 +332,14 @@ class Consumer:
 
     # ------------------------------------------------------------ acks
 
-    async def acknowledge(self, message: Message | MessageId) -> None:
+    async def acknowledge(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
+        """Acknowledge (grouped, sent within ``ack_group_time_ms``); with ``txn`` the ack is part of that
+        transaction: sent at once and confirmed by the broker before this returns."""
         mid, batch_size = self._id_and_size(message)
         self._check_open()
+        if txn is not None:
+            await self._ack_in_txn(txn, mid, batch_size, pb.CommandAck.Individual)
+            return
         ids = message.chunk_ids if isinstance(message, Message) and message.chunk_ids else (mid,)
         flush = False
         for one in ids:
@@ -343,12 +349,31 @@ class Consumer:
         if flush:
             self._flush_acks()
 
-    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+    async def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
         if self._config.is_shared:
             raise CumulativeAckNotAllowed("cumulative acks are not allowed on Shared / Key_Shared subscriptions")
         self._check_open()
         mid, batch_size = self._id_and_size(message)
+        if txn is not None:
+            await self._ack_in_txn(txn, mid, batch_size, pb.CommandAck.Cumulative)
+            return
         self._acks.add_cumulative(mid, batch_size)
+
+    async def _ack_in_txn(self, txn: Transaction, mid: MessageId, batch_size: int, ack_type: int) -> None:
+        await txn.register_subscription(self.topic, self.subscription)
+        txn.check_open()
+        conn = self._ready_connection()
+        target = ids.message_id(mid.ledger_id, mid.entry_id)
+        if mid.batch_index >= 0 and batch_size > 1:
+            if ack_type == pb.CommandAck.Individual:
+                target.ack_set.extend(ack_set_words(set(range(batch_size)) - {mid.batch_index}, batch_size))
+            else:
+                target.ack_set.extend(ack_set_words(set(range(mid.batch_index + 1, batch_size)), batch_size))
+        op = asyncio.ensure_future(conn.request(
+            lambda rid: commands.ack(self._id, [target], ack_type, txnid=txn.txn_id, request_id=rid)
+        ))
+        txn.track(op)
+        await op
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         mid, _ = self._id_and_size(message)

@@ -15,6 +15,7 @@ from magnetar.client._consumer import Consumer, ReceiveQueue
 from magnetar.client._messages import Message, MessageId
 from magnetar.client._producer import Producer, SendFuture
 from magnetar.client._routing import Router
+from magnetar.client._transaction import Transaction
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration
 
 __all__ = ["MultiTopicConsumer", "PartitionedProducer"]
@@ -80,11 +81,11 @@ class MultiTopicConsumer:
         except AlreadyClosed:
             raise StopAsyncIteration from None
 
-    async def acknowledge(self, message: Message | MessageId) -> None:
-        await self._child(message).acknowledge(message)
+    async def acknowledge(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
+        await self._child(message).acknowledge(message, txn=txn)
 
-    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        await self._child(message).acknowledge_cumulative(message)
+    async def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
+        await self._child(message).acknowledge_cumulative(message, txn=txn)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         self._child(message).negative_acknowledge(message)

@@ -24,6 +24,7 @@ from magnetar.client._connection import Connection
 from magnetar.client._context import ClientContext
 from magnetar.client._messages import MessageId
 from magnetar.client._state import Lifecycle
+from magnetar.client._transaction import Transaction
 from magnetar.client.errors import (
     AlreadyClosed,
     ChecksumError,
@@ -74,6 +75,7 @@ class _OpSend:
     created_ms: float
     is_chunk: bool = False
     pending_messages: int = field(default=1)  # what this op frees in max_pending_messages
+    txn_id: tuple[int, int] | None = None
 
 
 class Producer:
@@ -242,13 +244,17 @@ class Producer:
         event_time_ms: int = 0,
         sequence_id: int | None = None,
         deliver_at_ms: int | None = None,
+        txn: Transaction | None = None,
     ) -> MessageId:
-        """Send and wait for the broker's receipt; waits for room when the queue is full."""
+        """Send and wait for the broker's receipt; waits for room when the queue is full. With ``txn`` the
+        message belongs to that transaction (its partition is registered with the coordinator first)."""
+        if txn is not None:
+            await txn.register_partition(self.topic)
         if self._config.block_if_queue_full:
             await self._wait_for_room()
         fut = self.send_nowait(
             data, key=key, ordering_key=ordering_key, properties=properties, event_time_ms=event_time_ms,
-            sequence_id=sequence_id, deliver_at_ms=deliver_at_ms,
+            sequence_id=sequence_id, deliver_at_ms=deliver_at_ms, txn=txn,
         )
         if self._conn is not None:
             await self._conn.drain_if_congested()
@@ -274,9 +280,13 @@ class Producer:
         event_time_ms: int = 0,
         sequence_id: int | None = None,
         deliver_at_ms: int | None = None,
+        txn: Transaction | None = None,
     ) -> SendFuture:
-        """Queue a message and return a future for its id; raises ProducerQueueIsFull when full."""
+        """Queue a message and return a future for its id; raises ProducerQueueIsFull when full. A ``txn``
+        must already have this partition registered (``send`` does that)."""
         self._check_open()
+        if txn is not None:
+            txn.check_open()
         if self._pending_messages >= self._config.max_pending_messages:
             raise ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}")
         seq = self._next_seq if sequence_id is None else sequence_id
@@ -284,10 +294,12 @@ class Producer:
         fut: SendFuture = asyncio.get_running_loop().create_future()
         msg = OutgoingMessage(
             bytes(data), seq, fut, key=key, ordering_key=ordering_key, properties=dict(properties or {}),
-            event_time_ms=event_time_ms, deliver_at_ms=deliver_at_ms,
+            event_time_ms=event_time_ms, deliver_at_ms=deliver_at_ms, txn_id=None if txn is None else txn.txn_id,
         )
         self._pending_messages += 1
-        if self._batch is not None and deliver_at_ms is None:
+        if txn is not None:
+            txn.track(fut)
+        if self._batch is not None and deliver_at_ms is None and txn is None:
             self._add_to_batch(self._batch, msg)
         else:
             self._flush_batch()  # keep sequence order
@@ -332,7 +344,7 @@ class Producer:
         limit = self._max_message_size()
         now = self._ctx.clock.monotonic_ms()
         if len(entry) <= limit:
-            self._enqueue(_OpSend(msg.sequence_id, entry, [msg.token], 1, False, now))
+            self._enqueue(_OpSend(msg.sequence_id, entry, [msg.token], 1, False, now, txn_id=msg.txn_id))
             return
         if not self._config.chunking:
             self._reject([msg.token], MessageTooBig(f"message of {len(entry)} bytes exceeds {limit}"))
@@ -347,7 +359,7 @@ class Producer:
         for i, chunk in enumerate(chunks):
             last = i == len(chunks) - 1
             self._enqueue(_OpSend(msg.sequence_id, chunk, [msg.token] if last else [], 1, False, now,
-                                  is_chunk=True, pending_messages=1 if last else 0))
+                                  is_chunk=True, pending_messages=1 if last else 0, txn_id=msg.txn_id))
 
     def _max_message_size(self) -> int:
         conn = self._conn
@@ -372,7 +384,8 @@ class Producer:
 
     def _write(self, op: _OpSend) -> None:
         assert self._conn is not None
-        cmd = commands.send(self._id, op.sequence_id, op.num_messages if op.batch else None, op.is_chunk)
+        cmd = commands.send(self._id, op.sequence_id, op.num_messages if op.batch else None, op.is_chunk,
+                            txnid=op.txn_id)
         with contextlib.suppress(PulsarClientError):  # going away: on_disconnect resends what is pending
             self._conn.send_payload(cmd, op.entry)
 

@@ -18,14 +18,16 @@ import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
+from magnetar.client._client import DEFAULT_TXN_TIMEOUT_MS, StartAt
 from magnetar.client._client import Client as AsyncClient
-from magnetar.client._client import StartAt
 from magnetar.client._consumer import Consumer as AsyncConsumer
 from magnetar.client._messages import Message, MessageId
 from magnetar.client._partitioned import MultiTopicConsumer, PartitionedProducer
 from magnetar.client._producer import Producer as AsyncProducer
+from magnetar.client._transaction import Transaction as AsyncTransaction
+from magnetar.client._transaction import TransactionState
 
-__all__ = ["Client", "Consumer", "Producer"]
+__all__ = ["Client", "Consumer", "Producer", "Transaction"]
 
 R = TypeVar("R")
 _MARGIN_S = 5.0
@@ -50,6 +52,40 @@ class _Loop:
             self.loop.close()
 
 
+class Transaction:
+    """``with client.transaction() as txn:`` commits on a clean exit, aborts on an exception."""
+
+    def __init__(self, loop: _Loop, inner: AsyncTransaction, timeout_s: float) -> None:
+        self._loop, self.inner, self._timeout_s = loop, inner, timeout_s
+
+    @property
+    def txn_id(self) -> tuple[int, int]:
+        return self.inner.txn_id
+
+    @property
+    def state(self) -> TransactionState:
+        return self.inner.state
+
+    def commit(self) -> None:
+        self._loop.run(self.inner.commit(), self._timeout_s)
+
+    def abort(self) -> None:
+        self._loop.run(self.inner.abort(), self._timeout_s)
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self._loop.run(self.inner.__aexit__(exc_type), self._timeout_s)
+
+
+def _inner_txn(options: dict[str, Any]) -> dict[str, Any]:
+    txn = options.get("txn")
+    if isinstance(txn, Transaction):
+        options = {**options, "txn": txn.inner}
+    return options
+
+
 class Producer:
     def __init__(self, loop: _Loop, inner: AsyncProducer | PartitionedProducer, timeout_s: float) -> None:
         self._loop, self._inner, self._timeout_s = loop, inner, timeout_s
@@ -59,7 +95,8 @@ class Producer:
         return self._inner.topic
 
     def send(self, data: bytes, **options: Any) -> MessageId:
-        return self._loop.run(self._inner.send(data, **options), self._timeout_s)
+        """Options as the asyncio producer's ``send``, ``txn`` included."""
+        return self._loop.run(self._inner.send(data, **_inner_txn(options)), self._timeout_s)
 
     def send_async(self, data: bytes, **options: Any) -> concurrent.futures.Future[MessageId]:
         async def go() -> MessageId:
@@ -82,11 +119,13 @@ class Consumer:
         wait_s = None if timeout_ms is None else timeout_ms / 1000 + _MARGIN_S
         return self._loop.run(self._inner.receive(timeout_ms), wait_s)
 
-    def acknowledge(self, message: Message | MessageId) -> None:
-        self._loop.run(self._inner.acknowledge(message), self._timeout_s)
+    def acknowledge(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
+        inner = None if txn is None else txn.inner
+        self._loop.run(self._inner.acknowledge(message, txn=inner), self._timeout_s)
 
-    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        self._loop.run(self._inner.acknowledge_cumulative(message), self._timeout_s)
+    def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
+        inner = None if txn is None else txn.inner
+        self._loop.run(self._inner.acknowledge_cumulative(message, txn=inner), self._timeout_s)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         async def go() -> None:
@@ -134,6 +173,14 @@ class Client:
         loop = self._ensure_loop()
         inner = loop.run(self._async.subscribe(topic, subscription, **options), self._timeout_s)
         return Consumer(loop, inner, self._timeout_s)
+
+    def new_transaction(self, timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS) -> Transaction:
+        loop = self._ensure_loop()
+        return Transaction(loop, loop.run(self._async.new_transaction(timeout_ms), self._timeout_s), self._timeout_s)
+
+    def transaction(self, timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS) -> Transaction:
+        """A new transaction to use as ``with client.transaction() as txn:``."""
+        return self.new_transaction(timeout_ms)
 
     def read(self, topic: str, *, start: StartAt = "earliest", end: StartAt | None = "latest",
              timeout_ms: float | None = None) -> Iterator[Message]:

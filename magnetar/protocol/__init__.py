@@ -8,11 +8,11 @@ compression and markers. No sockets, no asyncio, no storage; the server layer dr
     while (frame := decoder.next_frame()) is not None: ...
     encode_command(commands.pong())
 
-``commands`` (command builders), ``ids`` (MessageIdData helpers), ``compression`` and ``markers``
+``commands`` and ``txn_commands`` (command builders), ``ids`` (MessageIdData helpers), ``compression`` and ``markers``
 are exposed as modules; ``pb`` and ``markers_pb`` are the generated protobuf modules.
 """
 
-from magnetar.protocol import commands, compression, ids, markers
+from magnetar.protocol import commands, compression, ids, markers, txn_commands
 from magnetar.protocol.batch import build_batch, split_batch
 from magnetar.protocol.checksum import crc32c
 from magnetar.protocol.compression import compress, decompress
@@ -85,5 +85,6 @@ __all__ = [
     "pb",
     "split_batch",
     "split_broker_entry_metadata",
+    "txn_commands",
     "verify_entry",
 ]

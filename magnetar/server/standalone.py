@@ -19,6 +19,13 @@ from aiohttp import web
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
+from magnetar.broker.transactions.api import TxnParticipants
+from magnetar.broker.transactions.batching import LogFamily
+from magnetar.broker.transactions.coordinator import EndPolicy
+from magnetar.broker.transactions.coordinators import (
+    CoordinatorSettings,
+    TransactionCoordinatorService,
+)
 from magnetar.clock import SystemClock
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.api import MetadataStore
@@ -67,11 +74,15 @@ class Standalone:
         *,
         metadata: MetadataStore | None = None,
         store: LedgerStore | None = None,
+        txn_participants: TxnParticipants | None = None,
     ) -> None:
-        """``metadata`` and ``store`` replace the embedded SQLite and file stores (component tests)."""
+        """``metadata`` and ``store`` replace the embedded SQLite and file stores (component tests);
+        ``txn_participants`` replaces the topics' side of transactions (coordinator tests)."""
         self.settings = settings
         self._given_metadata = metadata
         self._given_store = store
+        self._given_participants = txn_participants
+        self.coordinators: TransactionCoordinatorService | None = None
         self.clock = SystemClock()
         self._connections: set[ServerConnection] = set()
         self._connection_tasks: set[asyncio.Task[None]] = set()
@@ -87,6 +98,8 @@ class Standalone:
         self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock)
         self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock)
         await self.broker.start()
+        if s.broker.transaction_coordinator_enabled:
+            await self._start_coordinators()
         names = await self.ledgers.list_names()
         log.info("recovery done: %d topics on disk", len(names))
         handlers = dispatch_table()
@@ -148,6 +161,26 @@ class Standalone:
             await self.store.close()
             raise StartupError(f"cannot open the metadata store in {where}: {exc}") from exc
 
+    async def _start_coordinators(self) -> None:
+        config = self.settings.broker
+        broker = self.broker
+        settings = CoordinatorSettings(
+            count=config.transaction_coordinator_count,
+            default_timeout_ms=config.transaction_timeout_millis,
+            max_timeout_ms=config.transaction_timeout_max_millis,
+            max_active=config.max_active_transactions_per_coordinator,
+            end_policy=EndPolicy(call_timeout_ms=config.transaction_buffer_client_operation_timeout_ms),
+        )
+        participants = self._given_participants or broker.txn_participants
+        self.coordinators = TransactionCoordinatorService(
+            settings, self.ledgers, participants, self.clock, ledger_config=config.managed_ledger,
+            new_writer=lambda ledger: broker.txn_log_batching.new_writer(LogFamily.TRANSACTION_LOG, ledger),
+        )
+        await self.coordinators.start(broker)
+        broker.txn_coordinators = self.coordinators
+        broker.txn_registry = self.coordinators
+        log.info("transaction coordinators ready: %d", config.transaction_coordinator_count)
+
     async def stop(self) -> None:
         log.info("stopping: closing %d connections", len(self._connections))
         server = getattr(self, "server", None)
@@ -157,6 +190,8 @@ class Standalone:
             await conn.close()
         for task in list(self._connection_tasks):
             task.cancel()
+        if self.coordinators is not None:
+            await self.coordinators.close()
         for name in ("runner", "broker", "ledgers", "store", "metadata"):
             part = getattr(self, name, None)
             if part is not None:
