@@ -23,6 +23,7 @@ from magnetar.storage.memory import MemoryLedgerStore
 from tests.component.transactions.fakes import FakeParticipants
 
 TOPIC = "persistent://public/default/txn-wire"
+SYNC_TOPIC = "persistent://public/default/txn-wire-sync"
 
 
 async def _standalone(tmp_path: Path, participants: FakeParticipants, **broker: object) -> Standalone:
@@ -193,16 +194,17 @@ async def test_disabled_coordinator_answers_not_found(tmp_path: Path, participan
 
 async def test_sync_facade(broker: Standalone, participants: FakeParticipants) -> None:
     aborted_id = await asyncio.to_thread(_sync_session, broker.broker_port)  # the broker keeps this loop
-    assert participants.subscription_calls[-1] == (TOPIC, "sync-sub", TxnId(*aborted_id), TxnAction.ABORT)
+    assert participants.subscription_calls[-1] == (SYNC_TOPIC, "sync-sub", TxnId(*aborted_id), TxnAction.ABORT)
 
 
 def _sync_session(port: int) -> tuple[int, int]:
     with SyncClient(f"pulsar://127.0.0.1:{port}") as c:
-        producer = c.create_producer(TOPIC)
+        producer = c.create_producer(SYNC_TOPIC)
+        producer.send(b"plain")  # before the transaction: readable while it is open (the fake never ends it)
         with c.transaction(timeout_ms=10_000) as txn:
             producer.send(b"s", txn=txn)
         assert txn.state is TransactionState.COMMITTED
-        consumer = c.subscribe(TOPIC, "sync-sub", initial_position="earliest")
+        consumer = c.subscribe(SYNC_TOPIC, "sync-sub", initial_position="earliest")
         msg = consumer.receive(timeout_ms=5_000)
         aborted = c.new_transaction()
         consumer.acknowledge(msg, txn=aborted)
