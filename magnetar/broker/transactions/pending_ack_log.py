@@ -89,7 +89,7 @@ def decode_record(data: bytes) -> Record:
             AckedId(Position(int(lid), int(eid)), int(mask), int(size)) for lid, eid, mask, size in doc["ids"]
         )
         return AckRecord(txn, bool(doc["cumulative"]), ids)
-    except (KeyError, TypeError, IndexError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError, IndexError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"unreadable pending-ack record: {exc}") from exc
 
 

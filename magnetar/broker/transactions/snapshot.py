@@ -66,7 +66,7 @@ def decode_snapshot(data: bytes) -> AbortedSnapshot:
             (TxnId(int(most), int(least)), Position(int(lid), int(eid))) for most, least, lid, eid in doc["aborted"]
         )
         return AbortedSnapshot(Position(int(ledger_id), int(entry_id)), aborted, int(doc.get("takenMs", 0)))
-    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"unreadable transaction-buffer snapshot: {exc}") from exc
 
 

@@ -1,0 +1,190 @@
+"""The transaction buffer's bookkeeping over an in-memory managed ledger: maxReadPosition, ending,
+the aborted index, snapshots and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from magnetar import protocol as proto
+from magnetar.broker.errors import PersistenceError
+from magnetar.broker.transactions.api import InvalidTxnStatus, TxnAction, TxnId
+from magnetar.broker.transactions.buffer import TransactionBuffer, before, txn_of
+from magnetar.broker.transactions.snapshot import AbortedSnapshot, MetadataSnapshotStore, decode_snapshot
+from magnetar.clock import ManualClock
+from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, Position
+from magnetar.ledger.factory import LedgerFactory
+from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.storage.memory import MemoryLedgerStore
+
+T1, T2, T3 = TxnId(0, 1), TxnId(0, 2), TxnId(1, 1)
+
+
+def message(body: bytes, txn: TxnId | None = None) -> bytes:
+    meta = proto.pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    if txn is not None:
+        meta.txnid_most_bits, meta.txnid_least_bits = txn.most, txn.least
+    return proto.make_entry(meta, body)
+
+
+class World:
+    def __init__(self, ledger: ManagedLedger, metadata: MemoryMetadataStore) -> None:
+        self.ledger = ledger
+        self.snapshots = MetadataSnapshotStore(metadata)
+        self.changes = 0
+        self.fail_appends = False
+
+    async def append(self, data: bytes) -> Position:
+        if self.fail_appends:
+            raise ManagedLedgerError("disk full")
+        return await self.ledger.add_entry(data)
+
+    def changed(self) -> None:
+        self.changes += 1
+
+    def buffer(self) -> TransactionBuffer:
+        return TransactionBuffer("persistent://public/default/t", self.ledger, ManualClock(), self.append,
+                                 self.snapshots, on_change=self.changed)
+
+    async def send(self, tb: TransactionBuffer, body: bytes, txn: TxnId | None = None) -> Position:
+        if txn is None:
+            return await self.ledger.add_entry(message(body))
+        tb.check_send(txn)
+        tb.send_started(txn)
+        position = await self.ledger.add_entry(message(body, txn))
+        tb.send_finished(txn, position)
+        return position
+
+
+@pytest.fixture
+async def world() -> World:
+    metadata = MemoryMetadataStore()
+    factory = LedgerFactory(MemoryLedgerStore(), metadata)
+    return World(await factory.open("public/default/persistent/t"), metadata)
+
+
+async def test_max_read_position_follows_the_oldest_open_txn(world: World) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    assert tb.max_read_position() is None
+    await world.send(tb, b"plain")
+    first = await world.send(tb, b"a", T1)
+    await world.send(tb, b"b", T2)
+    await world.send(tb, b"c", T1)
+    assert tb.max_read_position() == before(first)
+    await tb.end(T1, TxnAction.COMMIT)
+    assert tb.max_read_position() == before(tb.ongoing()[T2])
+    marker = await tb.end(T2, TxnAction.ABORT) or world.ledger.last_confirmed
+    assert tb.max_read_position() is None
+    assert tb.aborted_index() == [(T2, marker)]
+    assert world.changes >= 3
+
+
+async def test_the_fence_holds_while_a_first_send_is_in_flight(world: World) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    before_send = await world.send(tb, b"plain-0")
+    tb.send_started(T1)  # T1's first entry is being written; its position is not known yet
+    assert tb.max_read_position() == before_send
+    await world.send(tb, b"plain-1")  # lands after T1's place: must stay hidden
+    assert tb.max_read_position() == before_send
+    tb.send_finished(T1, None)  # the write failed: nothing of T1 holds readers back
+    assert tb.max_read_position() is None
+
+
+async def test_ending_is_idempotent_and_the_opposite_action_is_refused(world: World) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    await world.send(tb, b"a", T1)
+    await tb.end(T1, TxnAction.ABORT)
+    entries = world.ledger.number_of_entries()
+    await tb.end(T1, TxnAction.ABORT)
+    assert world.ledger.number_of_entries() == entries  # no second marker
+    with pytest.raises(InvalidTxnStatus):
+        await tb.end(T1, TxnAction.COMMIT)
+    with pytest.raises(InvalidTxnStatus):
+        tb.check_send(T1)
+    await world.send(tb, b"b", T2)
+    await asyncio.gather(tb.end(T2, TxnAction.COMMIT), tb.end(T2, TxnAction.COMMIT))
+    assert world.ledger.number_of_entries() == entries + 2  # one entry and one marker
+    with pytest.raises(InvalidTxnStatus):
+        tb.check_send(T2)
+
+
+async def test_a_failed_marker_write_changes_nothing(world: World) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    first = await world.send(tb, b"a", T1)
+    world.fail_appends = True
+    with pytest.raises(PersistenceError):
+        await tb.end(T1, TxnAction.COMMIT)
+    assert tb.max_read_position() == before(first)
+    world.fail_appends = False
+    await tb.end(T1, TxnAction.COMMIT)  # the coordinator's retry
+    assert tb.max_read_position() is None
+
+
+async def test_markers_carry_the_txn_and_an_empty_payload(world: World) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    await tb.end(T3, TxnAction.ABORT)
+    entry = await world.ledger.read_entry(world.ledger.last_confirmed)
+    meta = proto.parse_entry_metadata(entry.data)
+    assert meta.marker_type == proto.markers.TXN_ABORT and txn_of(meta) == T3
+    assert proto.entry_payload(entry.data) == b""
+
+
+async def scenario(world: World, tb: TransactionBuffer) -> None:
+    await world.send(tb, b"a", T1)
+    await world.send(tb, b"p")
+    await world.send(tb, b"b", T2)
+    await tb.end(T2, TxnAction.ABORT)
+    await world.send(tb, b"c", T3)
+    await tb.end(T3, TxnAction.COMMIT)
+
+
+@pytest.mark.parametrize("snapshot", ["none", "taken", "unreadable"])
+async def test_recovery_rebuilds_the_same_view(world: World, snapshot: str) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    await scenario(world, tb)
+    key = MetadataSnapshotStore.key(tb.topic)
+    metadata = world.snapshots._metadata
+    if snapshot == "taken":
+        await tb.take_snapshot()
+        saved = decode_snapshot((await metadata.get(key)).value)  # type: ignore[union-attr]
+        assert saved.max_read_position == tb.max_read_position() and saved.aborted == tuple(tb.aborted_index())
+    elif snapshot == "none":
+        await metadata.delete(key)
+    else:
+        await metadata.put(key, b"{not json")
+    again = world.buffer()
+    await again.recover()
+    assert again.max_read_position() == tb.max_read_position()
+    assert again.ongoing() == tb.ongoing()
+    assert again.aborted_index() == tb.aborted_index()
+    assert again.is_aborted(T2) and not again.is_aborted(T3)
+
+
+async def test_recovery_replays_only_after_the_snapshot(world: World) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    for i in range(20):
+        await world.send(tb, b"plain-%d" % i)
+    await tb.take_snapshot()
+    await world.send(tb, b"open", T1)
+    again = world.buffer()
+    await again.recover()
+    assert again.recovered_entries == 1
+    assert again.ongoing() == tb.ongoing()
+
+
+def test_snapshot_round_trip_and_refusals() -> None:
+    from magnetar.broker.transactions.snapshot import encode_snapshot
+
+    snap = AbortedSnapshot(Position(3, 7), ((T1, Position(3, 2)), (T2, Position(3, 5))), 99)
+    assert decode_snapshot(encode_snapshot(snap)) == snap
+    for bad in (b"[]", b'{"version": 2}', b'{"version": 1}'):
+        with pytest.raises(ValueError):
+            decode_snapshot(bad)
