@@ -1,0 +1,139 @@
+"""Transaction isolation as the official client sees it, against the real ``magnetar standalone``.
+
+Transactions are opened with magnetar's own client (the official Python client has none); plain
+official-client consumers and readers must never be given an open or aborted message or a marker, and
+plain messages published after an open transaction's first message wait until it ends.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pulsar
+import pytest
+
+from magnetar.client import Client
+from tests.integration.admin.http import call
+from tests.integration.broker_process import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+RECEIVE_MS = 10_000
+QUIET_MS = 500  # how long "nothing more arrives" is watched for (a bound on a negative check)
+
+
+def topic_name(prefix: str) -> str:
+    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def mclient(broker: BrokerProcess) -> AsyncIterator[Client]:
+    async with Client(broker.url, operation_timeout_ms=10_000) as c:
+        yield c
+
+
+def receive_all(consumer: pulsar.Consumer, count: int) -> list[bytes]:
+    out = []
+    for _ in range(count):
+        msg = consumer.receive(timeout_millis=RECEIVE_MS)
+        consumer.acknowledge(msg)
+        out.append(msg.data())
+    return out
+
+
+def assert_quiet(consumer: pulsar.Consumer) -> None:
+    with pytest.raises(pulsar.Timeout):
+        msg = consumer.receive(timeout_millis=QUIET_MS)
+        raise AssertionError(f"unexpected message {msg.data()!r}")
+
+
+async def test_plain_consumer_sees_committed_messages_in_order_and_never_aborted_ones(
+    client: pulsar.Client, mclient: Client
+) -> None:
+    topic = topic_name("txn-iso")
+    consumer = client.subscribe(topic, "plain", consumer_type=pulsar.ConsumerType.Shared)
+    official = client.create_producer(topic, batching_enabled=False)
+    producer = await mclient.create_producer(topic)
+    official.send(b"p0")
+    txn = await mclient.new_transaction(timeout_ms=60_000)
+    await producer.send(b"t0", txn=txn)
+    official.send(b"p1")
+    await producer.send(b"t1", txn=txn)
+    assert receive_all(consumer, 1) == [b"p0"]
+    assert_quiet(consumer)  # p1 waits behind t0, the open transaction's first message
+    await txn.commit()
+    assert receive_all(consumer, 3) == [b"t0", b"p1", b"t1"]
+    assert_quiet(consumer)  # the commit marker is never delivered
+
+    batched = await mclient.create_producer(topic, batching=True, batching_max_delay_ms=5)
+    official.send(b"p2")
+    doomed = await mclient.new_transaction(timeout_ms=60_000)
+    for i in range(5):
+        await batched.send(b"a%d" % i, txn=doomed)
+    official.send(b"p3")
+    await doomed.abort()
+    official.send(b"p4")
+    assert receive_all(consumer, 3) == [b"p2", b"p3", b"p4"]
+    assert_quiet(consumer)
+    official.close()
+    consumer.close()
+
+
+async def test_reader_stops_at_the_last_real_message(client: pulsar.Client, mclient: Client) -> None:
+    topic = topic_name("txn-reader")
+    producer = await mclient.create_producer(topic)
+    async with mclient.transaction(timeout_ms=60_000) as txn:
+        await producer.send(b"only", txn=txn)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert reader.read_next(timeout_millis=RECEIVE_MS).data() == b"only"
+    assert not reader.has_message_available()  # the commit marker after it is not a message
+    reader.close()
+
+
+async def test_ack_in_a_txn_then_abort_redelivers(mclient: Client) -> None:
+    topic = topic_name("txn-ack")
+    producer = await mclient.create_producer(topic)
+    consumer = await mclient.subscribe(topic, "s", subscription_type="Shared", initial_position="earliest")
+    await producer.send(b"m0")
+    await producer.send(b"m1")
+    first, second = await consumer.receive(), await consumer.receive()
+    aborted = await mclient.new_transaction(timeout_ms=60_000)
+    await consumer.acknowledge(first, txn=aborted)
+    async with mclient.transaction(timeout_ms=60_000) as committed:
+        await consumer.acknowledge(second, txn=committed)
+    await aborted.abort()
+    again = await consumer.receive()
+    assert again.data == b"m0"
+
+
+async def test_many_partitions_and_subscriptions_in_one_txn(
+    broker: BrokerProcess, client: pulsar.Client, mclient: Client
+) -> None:
+    out = topic_name("txn-out")
+    path = out.replace("persistent://", "/admin/v2/persistent/") + "/partitions"
+    assert call(broker.web_url, "PUT", path, 3)[0] in (200, 204)
+    source = topic_name("txn-in")
+    seed = await mclient.create_producer(source)
+    await seed.send(b"in")
+    subs = [await mclient.subscribe(source, name, initial_position="earliest") for name in ("s1", "s2")]
+    inputs = [await s.receive() for s in subs]
+    watcher = client.subscribe(out, "watch")
+    producer = await mclient.create_producer(out)
+    for attempt, action in enumerate(("abort", "commit")):
+        txn = await mclient.new_transaction(timeout_ms=60_000)
+        for i in range(6):
+            await producer.send(b"%s-%d" % (action.encode(), i), key=str(i), txn=txn)
+        for sub, msg in zip(subs, inputs, strict=True):
+            await sub.acknowledge(msg, txn=txn)
+        assert_quiet(watcher)
+        await (txn.abort() if action == "abort" else txn.commit())
+        if attempt == 0:
+            assert_quiet(watcher)
+            inputs = [await s.receive() for s in subs]  # the aborted acks gave the input back
+    assert sorted(receive_all(watcher, 6)) == [b"commit-%d" % i for i in range(6)]
+    assert_quiet(watcher)
+    for name in ("s1", "s2"):
+        _, stats = call(broker.web_url, "GET", source.replace("persistent://", "/admin/v2/persistent/") + "/stats")
+        assert stats["subscriptions"][name]["msgBacklog"] == 0
+    watcher.close()
