@@ -18,6 +18,7 @@ from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.transactions.batching import LogFamily
 from magnetar.broker.transactions.batching import problems as batching_problems
 from magnetar.ledger.api import ManagedLedgerConfig
+from magnetar.server.auth.settings import SecuritySettings
 from magnetar.server.standalone import StandaloneSettings
 
 log = logging.getLogger("magnetar.config")
@@ -66,6 +67,20 @@ def _nonempty(text: str) -> str:
     return value
 
 
+def _opt_port(text: str) -> int | None:
+    """A port, or None for an empty value (Pulsar's way to turn a listener off)."""
+    return port_number(text) if text.strip() else None
+
+
+def _opt_str(text: str) -> str | None:
+    return text.strip() or None
+
+
+def _list(text: str) -> tuple[str, ...]:
+    """A comma-separated list, as broker.conf writes them."""
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip()
@@ -79,8 +94,8 @@ def _choice(*choices: str) -> Callable[[str], str]:
 # key -> (section, field, parse, scale)
 _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "bindAddress": ("settings", "bind_address", _str, 1),
-    "brokerServicePort": ("settings", "broker_port", port_number, 1),
-    "webServicePort": ("settings", "web_port", port_number, 1),
+    "brokerServicePort": ("settings", "broker_port", _opt_port, 1),
+    "webServicePort": ("settings", "web_port", _opt_port, 1),
     "journalSyncData": ("settings", "journal_sync_data", _bool, 1),
     "clusterName": ("broker", "cluster_name", _nonempty, 1),
     "advertisedAddress": ("broker", "advertised_address", _str, 1),
@@ -133,6 +148,31 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
             ("MaxDelayInMillis", "max_delay_ms", _int),
         )
     },
+    # security (magnetar.server.auth)
+    "brokerServicePortTls": ("security", "broker_port_tls", _opt_port, 1),
+    "webServicePortTls": ("security", "web_port_tls", _opt_port, 1),
+    "tlsCertificateFilePath": ("security", "tls_certificate_file", _str, 1),
+    "tlsKeyFilePath": ("security", "tls_key_file", _str, 1),
+    "tlsTrustCertsFilePath": ("security", "tls_trust_certs_file", _str, 1),
+    "tlsRequireTrustedClientCertOnConnect": ("security", "tls_require_trusted_client_cert", _bool, 1),
+    "tlsAllowInsecureConnection": ("security", "tls_allow_insecure_connection", _bool, 1),
+    "tlsProtocols": ("security", "tls_protocols", _list, 1),
+    "tlsCiphers": ("security", "tls_ciphers", _list, 1),
+    "tlsCertRefreshCheckDurationSec": ("security", "tls_cert_refresh_check_seconds", _int, 1),
+    "authenticationEnabled": ("security", "authentication_enabled", _bool, 1),
+    "authenticationProviders": ("security", "authentication_providers", _list, 1),
+    "authenticationRefreshCheckSeconds": ("security", "authentication_refresh_check_seconds", _int, 1),
+    "anonymousUserRole": ("security", "anonymous_user_role", _opt_str, 1),
+    "authenticateMetricsEndpoint": ("security", "authenticate_metrics_endpoint", _bool, 1),
+    "tokenSecretKey": ("security", "token_secret_key", _str, 1),
+    "tokenPublicKey": ("security", "token_public_key", _str, 1),
+    "tokenPublicAlg": ("security", "token_public_alg", _str, 1),
+    "tokenAuthClaim": ("security", "token_auth_claim", _str, 1),
+    "tokenAudienceClaim": ("security", "token_audience_claim", _str, 1),
+    "tokenAudience": ("security", "token_audience", _str, 1),
+    "basicAuthConf": ("security", "basic_auth_conf", _str, 1),
+    "authorizationEnabled": ("security", "authorization_enabled", _bool, 1),
+    "superUserRoles": ("security", "super_user_roles", _list, 1),
 }
 _NESTED_BROKER_SECTIONS = ("transaction_log_batching", "pending_ack_batching")
 
@@ -178,7 +218,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = None) -> StandaloneSettings:
     """Apply Pulsar-named ``values`` on top of ``base`` (defaults when None)."""
     base = base or StandaloneSettings()
-    changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}}
+    changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}, "security": {}}
     changes.update({section: {} for section in _NESTED_BROKER_SECTIONS})
     for key, text in values.items():
         if key not in _KEYS:
@@ -203,4 +243,9 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
     )
     if wrong:
         raise ConfigError("; ".join(wrong))
-    return dataclasses.replace(base, broker=broker, **changes["settings"])
+    security: SecuritySettings = dataclasses.replace(base.security, **changes["security"])
+    try:
+        security.provider_methods()
+    except ValueError as exc:
+        raise ConfigError(f"bad value for authenticationProviders: {exc}") from exc
+    return dataclasses.replace(base, broker=broker, security=security, **changes["settings"])

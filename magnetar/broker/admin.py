@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from magnetar.broker.authorization.policies import AuthPolicies
 from magnetar.broker.errors import (
     BrokerError,
     Conflict,
@@ -216,6 +217,13 @@ class BrokerAdmin:
                 known = set(await self.clusters())
                 if any(c not in known for c in stored[field]):
                     raise PreconditionFailed("Invalid cluster id: the cluster does not exist")
+        await self._put(namespace_key(ns), stored, record.version)
+
+    async def update_policy(self, ns: NamespaceName, field: str, change: Callable[[Any], Any]) -> None:
+        """Read one policy field, apply ``change`` to it and write the result back, by compare-and-set."""
+        record = await self._policies_record(ns)
+        stored = _json_object(record.value)
+        stored[field] = change(stored.get(field))
         await self._put(namespace_key(ns), stored, record.version)
 
     # ---- topics: names, lists, creation --------------------------------------------------------------
@@ -474,6 +482,7 @@ def _auto_topic_creation(value: Any) -> dict[str, Any]:
 
 
 POLICY_SETTERS: dict[str, Any] = {
+    "auth_policies": lambda value: AuthPolicies.from_json(value).to_json(),
     "retention_policies": _retention,
     "message_ttl_in_seconds": _ttl,
     "replication_clusters": _clusters,

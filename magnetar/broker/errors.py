@@ -6,6 +6,7 @@ they meet the broker (``raise PersistenceError(...) from exc``).
 
     BrokerError (UnknownError)
     ├── MetadataError, PersistenceError, ServiceNotReady          retried by the client
+    ├── AuthenticationError, AuthorizationError                    fatal for the client (HTTP 401 / 403)
     ├── ConsumerBusy, ProducerBusy, ProducerFenced, TopicNotFound  fatal for the client
     ├── SubscriptionNotFound, ConsumerNotFound, InvalidTopicName
     ├── NotAllowed, TopicTerminated, ChecksumError, IncompatibleSchema
@@ -22,6 +23,8 @@ from typing import ClassVar
 UNKNOWN_ERROR = 0
 METADATA_ERROR = 1
 PERSISTENCE_ERROR = 2
+AUTHENTICATION_ERROR = 3
+AUTHORIZATION_ERROR = 4
 CONSUMER_BUSY = 5
 SERVICE_NOT_READY = 6
 CHECKSUM_ERROR = 9
@@ -49,6 +52,18 @@ class MetadataError(BrokerError):
 
 class PersistenceError(BrokerError):
     server_error = PERSISTENCE_ERROR
+
+
+class AuthenticationError(BrokerError):
+    """Missing or bad credentials (wire AuthenticationError, HTTP 401). The message never holds a secret."""
+
+    server_error = AUTHENTICATION_ERROR
+
+
+class AuthorizationError(BrokerError):
+    """The authenticated role may not do this (wire AuthorizationError, HTTP 403)."""
+
+    server_error = AUTHORIZATION_ERROR
 
 
 class ConsumerBusy(BrokerError):

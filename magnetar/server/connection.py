@@ -21,6 +21,7 @@ from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError, NotAllowed
 from magnetar.broker.producer import Producer
 from magnetar.broker.service import BrokerService
 from magnetar.clock import Clock
+from magnetar.server.auth import ConnectionAuth, SecurityContext
 
 if TYPE_CHECKING:
     from magnetar.server.handlers import Handler
@@ -56,6 +57,7 @@ class ServerConnection:
         broker: BrokerService,
         handlers: dict[int, Handler],
         clock: Clock,
+        security: SecurityContext | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -81,6 +83,7 @@ class ServerConnection:
         self._publish_room.set()
         self._out: list[bytes] = []  # frames of this loop turn, written together by _flush_out
         self._loop = asyncio.get_running_loop()
+        self.auth = ConnectionAuth(security, writer.get_extra_info("ssl_object"))  # role, refresh, permissions
 
     # ---- Endpoint -------------------------------------------------------------------------------------
 
@@ -252,6 +255,7 @@ class ServerConnection:
             return
         self._flush_out()  # what was answered before the close still goes out
         self.transition_to(State.CLOSED)
+        self.auth.close()
         for task in list(self._requests):
             task.cancel()
         for producer in list(self.producers.values()):

@@ -12,6 +12,8 @@ import errno
 import logging
 import signal
 import sqlite3
+import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,8 @@ from magnetar.clock import SystemClock
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.api import MetadataStore
 from magnetar.metadata.sqlite import SqliteMetadataStore
+from magnetar.server.auth import SecurityContext, SecuritySettings
+from magnetar.server.auth.tls import CertReloader
 from magnetar.server.connection import ServerConnection
 from magnetar.server.handlers import dispatch_table
 from magnetar.server.web import web_app
@@ -59,10 +63,11 @@ def _cannot_listen(what: str, address: str, port: int, setting: str, exc: OSErro
 class StandaloneSettings:
     data_dir: Path = Path("data")
     bind_address: str = "0.0.0.0"
-    broker_port: int = 6650
-    web_port: int = 8080
+    broker_port: int | None = 6650  # None: no plain listener (TLS only)
+    web_port: int | None = 8080
     journal_sync_data: bool = True
     broker: BrokerConfig = field(default_factory=BrokerConfig)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
 
 class Standalone:
@@ -88,6 +93,10 @@ class Standalone:
         self._connection_tasks: set[asyncio.Task[None]] = set()
         self.broker_port = settings.broker_port
         self.web_port = settings.web_port
+        self.broker_port_tls = settings.security.broker_port_tls
+        self.web_port_tls = settings.security.web_port_tls
+        self._servers: list[asyncio.Server] = []
+        self._reloader: CertReloader | None = None
 
     async def start(self) -> None:
         """Open the stores, recover, listen. A failure to start is a ``StartupError`` naming its setting."""
@@ -95,6 +104,12 @@ class Standalone:
         if not s.broker.cluster_name.strip():
             raise StartupError("clusterName is empty; set clusterName (e.g. --set clusterName=standalone)")
         await self._open_stores()
+        try:
+            self.security = SecurityContext.build(s.security, self.metadata)
+        except (ValueError, OSError, ssl.SSLError) as exc:
+            await self.store.close()
+            await self.metadata.close()
+            raise StartupError(f"bad security setting: {exc}") from exc
         self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock)
         self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock)
         await self.broker.start()
@@ -105,7 +120,7 @@ class Standalone:
         handlers = dispatch_table()
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            conn = ServerConnection(reader, writer, self.broker, handlers, self.clock)
+            conn = ServerConnection(reader, writer, self.broker, handlers, self.clock, self.security)
             self._connections.add(conn)
             task = asyncio.current_task()
             if task is not None:
@@ -117,26 +132,57 @@ class Standalone:
                 if task is not None:
                     self._connection_tasks.discard(task)
 
+        if s.broker_port is not None:
+            self.broker_port = await self._listen(serve, s.broker_port, None, "brokerServicePort (--broker-port)")
+            self.server = self._servers[-1]  # the plain listener
+            self.security.broker_port = self.broker_port
+        if self.security.tls is not None and self.broker_port_tls is not None:
+            self.broker_port_tls = await self._listen(serve, self.broker_port_tls, self.security.tls,
+                                                      "brokerServicePortTls")
+            self.security.broker_port_tls = self.broker_port_tls
+        await self._start_web()
+        if self.security.tls is not None:
+            self._reloader = CertReloader(self.security.tls, s.security)
+            self._reloader.start()
+        self._log_ready()
+
+    async def _listen(
+        self, serve: Callable[..., Awaitable[None]], port: int, tls: ssl.SSLContext | None, setting: str
+    ) -> int:
+        address = self.settings.bind_address
         try:
-            self.server = await asyncio.start_server(serve, s.bind_address, s.broker_port, limit=1024 * 1024)
+            server = await asyncio.start_server(serve, address, port, limit=1024 * 1024, ssl=tls)
         except OSError as exc:
-            raise _cannot_listen("broker", s.bind_address, s.broker_port, "brokerServicePort (--broker-port)",
-                                 exc) from exc
-        self.broker_port = self.server.sockets[0].getsockname()[1]
-        self.runner = web.AppRunner(web_app(self.broker), access_log=None)
+            raise _cannot_listen("broker", address, port, setting, exc) from exc
+        self._servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
+    async def _start_web(self) -> None:
+        s = self.settings
+        self.runner = web.AppRunner(web_app(self.broker, self.security), access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, s.bind_address, s.web_port)
+        if s.web_port is not None:
+            self.web_port = await self._site(s.web_port, None, "webServicePort (--web-port)")
+        if self.security.tls is not None and self.web_port_tls is not None:
+            self.web_port_tls = await self._site(self.web_port_tls, self.security.tls, "webServicePortTls")
+
+    async def _site(self, port: int, tls: ssl.SSLContext | None, setting: str) -> int:
+        site = web.TCPSite(self.runner, self.settings.bind_address, port, ssl_context=tls)
         try:
             await site.start()
         except OSError as exc:
-            raise _cannot_listen("web", s.bind_address, s.web_port, "webServicePort (--web-port)", exc) from exc
+            raise _cannot_listen("web", self.settings.bind_address, port, setting, exc) from exc
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:
-            self.web_port = server.sockets[0].getsockname()[1]
-        log.info(
-            "magnetar standalone ready: broker pulsar://%s:%d web http://%s:%d",
-            s.bind_address, self.broker_port, s.bind_address, self.web_port,
-        )
+            return int(server.sockets[0].getsockname()[1])
+        return port
+
+    def _log_ready(self) -> None:
+        host = self.settings.bind_address
+        plain = f"broker pulsar://{host}:{self.broker_port} web http://{host}:{self.web_port}"
+        if self.security.tls is not None:
+            plain += f" tls pulsar+ssl://{host}:{self.broker_port_tls} https://{host}:{self.web_port_tls}"
+        log.info("magnetar standalone ready: %s", plain)
 
     async def _open_stores(self) -> None:
         """The ledger store first: its lock keeps a second process off the data directory."""
@@ -183,9 +229,10 @@ class Standalone:
 
     async def stop(self) -> None:
         log.info("stopping: closing %d connections", len(self._connections))
-        server = getattr(self, "server", None)
-        if server is not None:
+        for server in self._servers:
             server.close()
+        if self._reloader is not None:
+            await self._reloader.stop()
         for conn in list(self._connections):
             await conn.close()
         for task in list(self._connection_tasks):

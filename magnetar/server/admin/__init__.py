@@ -10,6 +10,7 @@ from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.server.admin.openapi import openapi_document
+from magnetar.server.admin.permissions import permission_routes
 from magnetar.server.admin.routes import Route, error_middleware
 from magnetar.server.admin.tenants import tenant_routes
 from magnetar.server.admin.topics import topic_routes
@@ -22,7 +23,8 @@ __all__ = ["OPENAPI_PATH", "add_admin_routes", "admin_routes", "error_middleware
 
 def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
     admin = BrokerAdmin(broker)
-    return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker)]
+    return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker),
+            *permission_routes(admin)]
 
 
 def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:

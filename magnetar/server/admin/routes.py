@@ -23,9 +23,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Schema = dict[str, Any]
 
 BODY_BYTES_MAX = 1024 * 1024
-ERROR_STATUSES = (400, 404, 405, 406, 409, 412, 422, 503)
+ERROR_STATUSES = (400, 401, 403, 404, 405, 406, 409, 412, 422, 503)
 
 _STATUS_BY_ERROR: tuple[tuple[type[errors.BrokerError], int], ...] = (
+    (errors.AuthenticationError, 401),
+    (errors.AuthorizationError, 403),
     (errors.NotFound, 404),
     (errors.TopicNotFound, 404),
     (errors.SubscriptionNotFound, 404),

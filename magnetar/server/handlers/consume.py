@@ -11,6 +11,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from magnetar import protocol as proto
+from magnetar.broker.authorization import AuthAction
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.errors import ConsumerBusy, ConsumerNotFound, NotAllowed
 from magnetar.broker.names import TopicName
@@ -89,6 +90,7 @@ async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: mem
     if req.subType not in SubType.LABELS:
         raise NotAllowed(f"Unknown subscription type {req.subType}")
     topic_name = TopicName.parse(req.topic)
+    await conn.auth.require(topic_name, AuthAction.CONSUME, req.subscription)
     create = req.force_topic_creation if req.HasField("force_topic_creation") else True
     topic = await conn.broker.get_topic(topic_name, create=create)
     durable = req.durable if req.HasField("durable") else True

@@ -23,7 +23,11 @@ log = logging.getLogger("magnetar.server.lookup")
 
 
 def broker_url(conn: ServerConnection) -> str:
-    host, port = conn.local_address[0], conn.local_address[1]
+    return f"pulsar://{broker_host(conn)}:{conn.local_address[1]}"
+
+
+def broker_host(conn: ServerConnection) -> str:
+    host = conn.local_address[0]
     advertised = conn.broker.config.advertised_address
     if advertised:
         host = advertised
@@ -35,13 +39,14 @@ def broker_url(conn: ServerConnection) -> str:
             pass
         if ":" in host:
             host = f"[{host}]"
-    return f"pulsar://{host}:{port}"
+    return host
 
 
 async def on_partitioned_metadata(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
     req = cmd.partitionMetadata
     try:
         topic = TopicName.parse(req.topic)
+        await conn.auth.require_lookup(topic, "Get Partition Metadata")
         meta = await conn.broker.partitioned_metadata(topic)
     except BrokerError as exc:
         failure = proto.commands.partitioned_metadata_failure(req.request_id, exc.server_error, str(exc))
@@ -54,18 +59,21 @@ async def on_lookup(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memory
     req = cmd.lookupTopic
     try:
         topic = TopicName.parse(req.topic)
+        await conn.auth.require_lookup(topic)
         if not await conn.broker.namespace_exists(topic.namespace_name):
             raise BrokerError(f"Namespace {topic.namespace_name} does not exist")
     except BrokerError as exc:
         code = exc.server_error if exc.server_error else TOPIC_NOT_FOUND
         conn.send_frame(proto.encode_command(proto.commands.lookup_failure(req.request_id, code, str(exc))))
         return
-    conn.send_frame(proto.encode_command(proto.commands.lookup_response(req.request_id, broker_url(conn))))
+    url, tls_url = conn.auth.lookup_urls(broker_host(conn), conn.local_address[1])
+    conn.send_frame(proto.encode_command(proto.commands.lookup_response(req.request_id, url, broker_url_tls=tls_url)))
 
 
 async def on_get_topics(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
     req = cmd.getTopicsOfNamespace
     ns = NamespaceName.parse(req.namespace)
+    await conn.auth.require_namespace(ns)
     mode = req.mode if req.HasField("mode") else 0
     topics = [] if mode == 1 else await conn.broker.list_topics(ns)
     log.debug("GET_TOPICS_OF_NAMESPACE %s mode=%s from %s: %d topics", ns, mode, conn.remote_address, len(topics))

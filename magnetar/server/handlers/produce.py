@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
 from magnetar.broker.access import Queued
+from magnetar.broker.authorization import AuthAction
 from magnetar.broker.errors import ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
 from magnetar.broker.names import TopicName
 from magnetar.broker.producer import AccessMode, Producer, failed_publish
@@ -21,6 +22,7 @@ T = proto.pb.BaseCommand
 async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
     req = cmd.producer
     topic_name = TopicName.parse(req.topic)
+    await conn.auth.require(topic_name, AuthAction.PRODUCE)
     existing = conn.producers.get(req.producer_id)
     if existing is not None:
         if existing.topic_name != str(topic_name) or not existing.topic_epoch_known:

@@ -1,4 +1,5 @@
-"""Session commands: CONNECT/CONNECTED and PING/PONG."""
+"""Session commands: CONNECT/CONNECTED (authenticated by :mod:`magnetar.server.auth`), AUTH_RESPONSE,
+PING/PONG."""
 
 from __future__ import annotations
 
@@ -23,10 +24,15 @@ def on_connect(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview 
         raise proto.MalformedFrame("CONNECT received twice on one connection")
     c = cmd.connect
     version = min(c.protocol_version if c.HasField("protocol_version") else 0, PROTOCOL_VERSION_MAX)
+    conn.auth.on_connect(conn, c)  # raises (after queuing ERROR) when the credentials are refused
     conn.handshake_done(c.client_version, version)
     conn.send_frame(
         proto.encode_command(proto.commands.connected(SERVER_VERSION, version, conn.max_message_size))
     )
+
+
+def on_auth_response(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
+    conn.auth.on_auth_response(conn, cmd.authResponse)
 
 
 def on_ping(conn: ServerConnection, _cmd: proto.pb.BaseCommand, _p: memoryview | None) -> None:
@@ -37,4 +43,6 @@ def on_pong(_conn: ServerConnection, _cmd: proto.pb.BaseCommand, _p: memoryview 
     return None  # any frame already cleared the outstanding ping
 
 
-HANDLERS: dict[int, Handler] = {T.CONNECT: on_connect, T.PING: on_ping, T.PONG: on_pong}
+HANDLERS: dict[int, Handler] = {
+    T.CONNECT: on_connect, T.AUTH_RESPONSE: on_auth_response, T.PING: on_ping, T.PONG: on_pong,
+}

@@ -1,0 +1,97 @@
+"""The authorization decisions, Pulsar's rules:
+
+* a super-user role (``superUserRoles``) may do everything;
+* a tenant's ``adminRoles`` may administer the tenant's namespaces and topics, and produce and consume there;
+* any other role needs the action granted on the namespace or on the topic (a partition inherits its
+  partitioned topic's grants); consuming from a subscription listed in ``subscription_auth_roles`` also
+  needs the role in that list; a lookup needs produce or consume.
+
+Roles are plain strings; None is an unauthenticated caller and is refused everything when authorization
+is on. Decisions read the metadata store each time (admin changes apply to the next request).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from magnetar.broker.authorization.policies import AuthAction, AuthPolicies
+from magnetar.broker.errors import AuthorizationError, MetadataError
+from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.metadata import api as md
+
+log = logging.getLogger("magnetar.broker.authorization")
+
+TENANTS = "/admin/policies"
+
+
+class AuthorizationService:
+    def __init__(self, metadata: md.MetadataStore, *, enabled: bool, super_user_roles: frozenset[str]) -> None:
+        self.metadata = metadata
+        self.enabled = enabled
+        self.super_user_roles = super_user_roles
+
+    async def _json(self, key: str) -> dict[str, Any]:
+        try:
+            record = await self.metadata.get(key)
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+        if record is None or not record.value:
+            return {}
+        value = json.loads(record.value)
+        return value if isinstance(value, dict) else {}
+
+    def is_super_user(self, role: str | None) -> bool:
+        return role is not None and role in self.super_user_roles
+
+    async def is_tenant_admin(self, tenant: str, role: str | None) -> bool:
+        if role is None:
+            return False
+        if self.is_super_user(role):
+            return True
+        roles = (await self._json(f"{TENANTS}/{tenant}")).get("adminRoles") or []
+        return isinstance(roles, list) and role in roles
+
+    async def auth_policies(self, ns: NamespaceName) -> AuthPolicies:
+        stored = (await self._json(f"{TENANTS}/{ns.tenant}/{ns.namespace}")).get("auth_policies")
+        try:
+            return AuthPolicies.from_json(stored)
+        except Exception:
+            log.warning("namespace %s has unreadable auth_policies: refusing non-admin roles", ns)
+            return AuthPolicies()
+
+    async def allowed(self, topic: TopicName, role: str | None, action: AuthAction,
+                      subscription: str | None = None) -> bool:
+        """May ``role`` do ``action`` on ``topic`` (always True when authorization is off)?"""
+        if not self.enabled:
+            return True
+        if role is None:
+            return False
+        if await self.is_tenant_admin(topic.tenant, role):
+            return True
+        policies = await self.auth_policies(topic.namespace_name)
+        names = {str(topic), str(topic.partitioned_topic_name)}
+        if action is AuthAction.CONSUME and subscription is not None and not policies.subscription_allows(
+            subscription, role
+        ):
+            return False
+        return policies.allows(names, role, action)
+
+    async def can_lookup(self, topic: TopicName, role: str | None) -> bool:
+        return await self.allowed(topic, role, AuthAction.PRODUCE) or await self.allowed(
+            topic, role, AuthAction.CONSUME
+        )
+
+    async def check(self, topic: TopicName, role: str | None, action: AuthAction,
+                    subscription: str | None = None) -> None:
+        """Raise AuthorizationError (with Pulsar's message) unless allowed."""
+        if not await self.allowed(topic, role, action, subscription):
+            verb = "Produce" if action is AuthAction.PRODUCE else "subscribe"
+            log.info("role %r refused %s on %s", role, action.value, topic)
+            raise AuthorizationError(f"Client is not authorized to {verb}")
+
+    async def check_lookup(self, topic: TopicName, role: str | None, what: str = "Lookup") -> None:
+        if not await self.can_lookup(topic, role):
+            log.info("role %r refused %s on %s", role, what, topic)
+            raise AuthorizationError(f"Client is not authorized to {what}")
