@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from magnetar.storage.offload.api import OffloadContext
+
 
 class ManagedLedgerError(Exception):
     """Root of the ledger layer's errors."""
@@ -79,6 +81,17 @@ class InitialPosition(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class LedgerOffload:
+    """A ledger's copy in the offload store (Pulsar's OffloadContext). Only a ``complete`` copy is ever read;
+    ``local_deleted`` (Pulsar's bookkeeperDeleted) says the local copy is gone and reads go to the store."""
+
+    context: OffloadContext
+    complete: bool
+    local_deleted: bool
+    timestamp_ms: int  # when the copy completed (while incomplete: when the attempt began)
+
+
+@dataclass(frozen=True, slots=True)
 class LedgerSummary:
     """One ledger of a managed ledger, as internal stats show it."""
 
@@ -86,6 +99,11 @@ class LedgerSummary:
     entries: int
     size_bytes: int
     created_ms: int
+    offload: LedgerOffload | None = None
+
+    @property
+    def offloaded(self) -> bool:
+        return self.offload is not None and self.offload.complete
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,6 +307,22 @@ class ManagedLedger(Protocol):
     @property
     def corrupted_entries(self) -> int:
         """Entries reads found damaged since this ledger was opened (each read of one counts once)."""
+        ...
+
+    @property
+    def offload_enabled(self) -> bool:
+        """True when an offload store is configured (tiered storage)."""
+        ...
+
+    async def offload_ledger(self, ledger_id: int) -> LedgerSummary:
+        """Copy a sealed ledger to the offload store, verify it and record it complete (idempotent). An
+        earlier incomplete attempt's objects are deleted first; this attempt gets a fresh uuid. Added with
+        tiered storage."""
+        ...
+
+    async def release_local(self, ledger_id: int) -> LedgerSummary:
+        """Delete the local copy of a completely offloaded ledger, after checking the offloaded copy is
+        readable; reads go to the offload store from then on."""
         ...
 
     async def close(self) -> None:

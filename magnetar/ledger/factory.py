@@ -26,6 +26,7 @@ from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.ledger.recovery import open_managed_ledger
 from magnetar.metadata.api import MetadataError, MetadataStore
 from magnetar.storage.api import LedgerStore
+from magnetar.storage.offload.api import OffloadStore
 
 log = logging.getLogger("magnetar.ledger")
 
@@ -37,6 +38,7 @@ class LedgerFactory:
     """Implements :class:`magnetar.ledger.api.ManagedLedgerFactory`.
 
     ``sleep_ms`` is the delay used by cursor persistence debouncing (tests inject a controllable one).
+    ``offload_store`` is tiered storage's store (None: offload is off).
     """
 
     def __init__(
@@ -47,8 +49,10 @@ class LedgerFactory:
         config: ManagedLedgerConfig = ManagedLedgerConfig(),  # noqa: B008 - frozen value object
         clock: Clock = SystemClock(),  # noqa: B008 - stateless
         sleep_ms: SleepMs = asyncio_sleep_ms,
+        offload_store: OffloadStore | None = None,
     ) -> None:
         self._store = store
+        self._offload_store = offload_store
         self._metadata = metadata
         self._config = config
         self._clock = clock
@@ -78,7 +82,7 @@ class LedgerFactory:
         try:
             ledger = await open_managed_ledger(
                 name, self._store, self._metadata, config=config, clock=self._clock,
-                sleep_ms=self._sleep_ms, on_closed=self._forget,
+                sleep_ms=self._sleep_ms, on_closed=self._forget, offload_store=self._offload_store,
             )
             self._open[name] = ledger
             return ledger

@@ -14,6 +14,11 @@ Managed-ledger record (UTF-8 JSON, compact separators)::
      "ledgers": [[ledger_id, entries, size_bytes, created_ms], ...],   # ascending ids; last = current
      "properties": {"k": "v", ...}}
 
+An offloaded ledger (tiered storage) has a fifth element, its offload context::
+
+    {"driver": "aws-s3", "bucket": "b", "prefix": "p/", "uuid": "...", "complete": true,
+     "deleted": false, "ts": 1700000000000}      # deleted: the local copy is gone (bookkeeperDeleted)
+
 Entry counts and sizes are exact for every ledger but the last, whose numbers are as of the last rollover
 or close (recovery takes the real ones from storage).
 
@@ -34,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from magnetar.ledger.api import LedgerSummary, ManagedLedgerError, Position
+from magnetar.ledger.api import LedgerOffload, LedgerSummary, ManagedLedgerError, Position
+from magnetar.storage.offload.api import OffloadContext
 
 ROOT_KEY = "/managed-ledgers"
 CURSORS_SEGMENT = "cursors"
@@ -89,15 +95,36 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
+def _encode_summary(x: LedgerSummary) -> list[object]:
+    item: list[object] = [x.ledger_id, x.entries, x.size_bytes, x.created_ms]
+    if x.offload is not None:
+        c = x.offload.context
+        item.append({"driver": c.driver, "bucket": c.bucket, "prefix": c.prefix, "uuid": c.uuid,
+                     "complete": x.offload.complete, "deleted": x.offload.local_deleted, "ts": x.offload.timestamp_ms})
+    return item
+
+
+def _decode_summary(item: list[Any]) -> LedgerSummary:
+    ledger_id, entries, size_bytes, created_ms = (int(v) for v in item[:4])
+    offload = None
+    if len(item) == 5:
+        o = item[4]
+        context = OffloadContext(str(o["driver"]), str(o["bucket"]), str(o["prefix"]), str(o["uuid"]), ledger_id)
+        offload = LedgerOffload(context, bool(o["complete"]), bool(o["deleted"]), int(o["ts"]))
+    elif len(item) != 4:
+        raise ValueError("a ledger has 4 or 5 fields")
+    return LedgerSummary(ledger_id, entries, size_bytes, created_ms, offload)
+
+
 def encode_ledger(record: LedgerRecord) -> bytes:
-    ledgers = [[x.ledger_id, x.entries, x.size_bytes, x.created_ms] for x in record.ledgers]
+    ledgers = [_encode_summary(x) for x in record.ledgers]
     return _dump({"format": FORMAT, "ledgers": ledgers, "properties": dict(record.properties)})
 
 
 def decode_ledger(data: bytes, what: str) -> LedgerRecord:
     obj = _load(data, what)
     try:
-        ledgers = tuple(LedgerSummary(int(a), int(b), int(c), int(d)) for a, b, c, d in obj["ledgers"])
+        ledgers = tuple(_decode_summary(item) for item in obj["ledgers"])
         properties = {str(k): str(v) for k, v in obj.get("properties", {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadata(f"{what}: bad managed-ledger record") from exc

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from magnetar.clock import Clock
+from magnetar.ledger import offload
 from magnetar.ledger.acks import AckState
 from magnetar.ledger.api import (
     CursorNotFound,
@@ -50,6 +51,7 @@ from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState, check_transi
 from magnetar.ledger.trim import ledgers_to_trim
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore, NotFound
 from magnetar.storage.api import EntryCorrupted, LedgerNotFound, LedgerSealed, LedgerStore, StorageError
+from magnetar.storage.offload.api import OffloadStore
 
 
 @dataclass(slots=True)
@@ -84,8 +86,10 @@ class ManagedLedgerImpl:
         clock: Clock,
         sleep_ms: SleepMs,
         on_closed: Callable[[ManagedLedgerImpl], None],
+        offload_store: OffloadStore | None = None,
     ) -> None:
         self._name = name
+        self.offload_store = offload_store  # tiered storage (ledger/offload.py); None: offload is off
         self._key = ledger_key(name)
         self._store = store
         self._metadata = metadata
@@ -174,6 +178,10 @@ class ManagedLedgerImpl:
         return self._sleep_ms
 
     @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
     def ledger_list(self) -> LedgerList:
         return self._ledgers
 
@@ -214,10 +222,23 @@ class ManagedLedgerImpl:
     def corrupted_entries(self) -> int:
         return len(self._corrupted)
 
+    async def _read_stored(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
+        """From the local store, or from the offload store once the local copy is gone."""
+        summary = self._ledgers.get(ledger_id)
+        offload = summary.offload if summary is not None else None
+        if offload is None or not offload.complete or self.offload_store is None:
+            return await self._store.read(ledger_id, first_entry, last_entry)
+        if not offload.local_deleted:
+            try:
+                return await self._store.read(ledger_id, first_entry, last_entry)
+            except LedgerNotFound:
+                pass  # released by a crash-interrupted release: the offloaded copy is complete
+        return await self.offload_store.read(offload.context, first_entry, last_entry)
+
     async def read_range(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
         self._require_readable()
         try:
-            return await self._store.read(ledger_id, first_entry, last_entry)
+            return await self._read_stored(ledger_id, first_entry, last_entry)
         except EntryCorrupted as exc:
             bad = exc.entry_id if exc.entry_id is not None else first_entry
             if first_entry < bad <= last_entry:  # serve the good entries before the damage; the next read hits it
@@ -427,6 +448,28 @@ class ManagedLedgerImpl:
             raise ManagedLedgerError(f"{self._name}: writing the record failed: {exc}") from exc
         self._version = record.version
 
+    async def update_summary(self, summary: LedgerSummary) -> None:
+        """Replace one sealed ledger's summary (its offload state) in the record, by compare-and-set. Holds
+        the admission lock so no rollover or trim writes an older ledger list over this one."""
+        self._require_writable()
+        async with self._admit_lock, self._meta_lock:
+            self._require_writable()
+            if self._ledgers.get(summary.ledger_id) is None:
+                raise ManagedLedgerError(f"{self._name}: ledger {summary.ledger_id} is no longer in the list")
+            ledgers = [summary if x.ledger_id == summary.ledger_id else x for x in self._ledgers.summaries()]
+            await self._write_record(ledgers, self._properties)
+            self._ledgers.replace(summary)
+
+    @property
+    def offload_enabled(self) -> bool:
+        return self.offload_store is not None
+
+    async def offload_ledger(self, ledger_id: int) -> LedgerSummary:
+        return await offload.offload_ledger(self, ledger_id, self._clock.now_ms())
+
+    async def release_local(self, ledger_id: int) -> LedgerSummary:
+        return await offload.release_local(self, ledger_id)
+
     async def claim(self, ledgers: LedgerList, properties: Mapping[str, str], version: int) -> int:
         """Recovery's first write: the record as recovered, compare-and-set on ``version``."""
         self._version = version
@@ -461,6 +504,9 @@ class ManagedLedgerImpl:
             for ledger_id in sorted(gone):
                 self._ledgers.remove(ledger_id)
         failed = await self._delete_trimmed(sorted(gone))
+        for summary in chosen:
+            if summary.offload is not None:
+                await offload.discard_copy(self, summary.offload)
         result = TrimResult(tuple(chosen), tuple(failed))
         log.info("%s: trimmed %d ledgers (%d entries, %d bytes): %s", self._name, len(chosen), result.entries,
                  result.size_bytes, sorted(gone))
@@ -578,6 +624,9 @@ class ManagedLedgerImpl:
                 await self._delete_cursor_key(cursor_key(self._name, name))
             self._cursors.clear()
             await self.delete_ledgers_quietly([x.ledger_id for x in self._ledgers.summaries()])
+            for summary in self._ledgers.summaries():
+                if summary.offload is not None:
+                    await offload.discard_copy(self, summary.offload)
         except BaseException:
             self._transition_to(LedgerState.CLOSED)
             self._on_closed(self)

@@ -25,6 +25,7 @@ from magnetar.ledger.ledger_list import LedgerList
 from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore, NotFound
 from magnetar.storage.api import LedgerNotFound, LedgerStore, StorageError
+from magnetar.storage.offload.api import OffloadStore
 
 log = logging.getLogger("magnetar.ledger")
 
@@ -38,9 +39,11 @@ async def open_managed_ledger(
     clock: Clock,
     sleep_ms: SleepMs,
     on_closed: Callable[[ManagedLedgerImpl], None],
+    offload_store: OffloadStore | None = None,
 ) -> ManagedLedgerImpl:
     ledger = ManagedLedgerImpl(
-        name, store, metadata, config=config, clock=clock, sleep_ms=sleep_ms, on_closed=on_closed
+        name, store, metadata, config=config, clock=clock, sleep_ms=sleep_ms, on_closed=on_closed,
+        offload_store=offload_store,
     )
     try:
         await _recover(ledger, store, metadata)

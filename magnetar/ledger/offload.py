@@ -1,0 +1,121 @@
+"""Offloading a managed ledger's sealed ledgers, and releasing their local copies (tiered storage).
+
+The order of an offload makes a crash at any point safe (Pulsar's order):
+
+1. the record gets the ledger's new offload context with ``complete=false`` (compare-and-set): the uuid is
+   known before any object exists, so a crash leaves objects a later attempt can find and delete;
+2. the blocks, then the index, go to the offload store;
+3. the copy is read back and checked (index, size, every block's checksum);
+4. the record says ``complete=true``. Only a complete copy is ever read.
+
+An attempt that finds an incomplete context deletes that context's objects and starts again under a fresh
+uuid, so the ledger list never points at an incomplete object as if it were whole.
+
+Releasing the local copy: the offloaded copy's index and size are checked again, then the record says
+``local_deleted`` (Pulsar's ``bookkeeperDeleted``), then the local ledger is deleted. A crash between the
+last two leaves a local ledger nobody reads; its custom metadata names its owner.
+
+Knows nothing of policies or the broker: it does what it is asked, once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.ledger.api import LedgerOffload, LedgerSummary, ManagedLedgerError
+from magnetar.storage.api import StorageError
+from magnetar.storage.offload.api import OffloadStore
+
+if TYPE_CHECKING:
+    from magnetar.ledger.managed import ManagedLedgerImpl
+
+log = logging.getLogger("magnetar.ledger.offload")
+
+
+class OffloadFailed(ManagedLedgerError):
+    """An offload or a release did not happen; the message says why (the store's error is the cause)."""
+
+
+def _store(ml: ManagedLedgerImpl) -> OffloadStore:
+    store = ml.offload_store
+    if store is None:
+        raise OffloadFailed(f"{ml.name}: no offload store is configured (managedLedgerOffloadDriver)")
+    return store
+
+
+def _sealed(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
+    summary = ml.ledger_list.get(ledger_id)
+    if summary is None:
+        raise OffloadFailed(f"{ml.name}: no ledger {ledger_id}")
+    if ledger_id == ml.ledger_list.current.ledger_id:
+        raise OffloadFailed(f"{ml.name}: ledger {ledger_id} is the current ledger; only sealed ones offload")
+    return summary
+
+
+async def discard_copy(ml: ManagedLedgerImpl, offload: LedgerOffload) -> None:
+    """Best effort: delete one copy's objects (a failed or superseded attempt, a trimmed ledger)."""
+    store = ml.offload_store
+    if store is None:
+        log.warning("%s: cannot delete offloaded copy %s of ledger %d: no offload store", ml.name,
+                    offload.context.uuid, offload.context.ledger_id)
+        return
+    try:
+        await store.delete(offload.context)
+    except StorageError as exc:
+        log.warning("%s: offloaded copy %s of ledger %d not deleted: %s", ml.name, offload.context.uuid,
+                    offload.context.ledger_id, exc)
+
+
+async def offload_ledger(ml: ManagedLedgerImpl, ledger_id: int, now_ms: int) -> LedgerSummary:
+    store = _store(ml)
+    summary = _sealed(ml, ledger_id)
+    if summary.offload is not None and summary.offload.complete:
+        return summary
+    if summary.offload is not None:
+        log.info("%s: ledger %d: cleaning interrupted offload %s", ml.name, ledger_id, summary.offload.context.uuid)
+        await discard_copy(ml, summary.offload)
+    context = store.new_context(ledger_id)
+    pending = LedgerOffload(context, complete=False, local_deleted=False, timestamp_ms=now_ms)
+    await ml.update_summary(dataclasses.replace(summary, offload=pending))
+    try:
+        metadata = {"pulsar/managed-ledger": ml.name, "application": "magnetar", "component": "managed-ledger"}
+
+        async def read(first: int, last: int) -> list[bytes]:
+            return await ml.read_range(ledger_id, first, last)
+
+        await store.write_ledger(context, summary.entries, read, metadata)
+        copied = await store.verify(context, summary.entries)
+    except (StorageError, ManagedLedgerError) as exc:
+        await discard_copy(ml, pending)
+        raise OffloadFailed(f"{ml.name}: offload of ledger {ledger_id} failed: {exc}") from exc
+    done = dataclasses.replace(pending, complete=True, timestamp_ms=ml.clock.now_ms())
+    current = _sealed(ml, ledger_id)
+    result = dataclasses.replace(current, offload=done)
+    await ml.update_summary(result)
+    log.info("%s: offloaded ledger %d (%d entries, %d bytes, %d blocks) to %s %s as %s", ml.name, ledger_id,
+             copied.entries, copied.size_bytes, copied.blocks, context.driver, context.bucket, context.uuid)
+    return result
+
+
+async def release_local(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
+    store = _store(ml)
+    summary = _sealed(ml, ledger_id)
+    offload = summary.offload
+    if offload is None or not offload.complete:
+        raise OffloadFailed(f"{ml.name}: ledger {ledger_id} is not offloaded; its local copy stays")
+    if offload.local_deleted:
+        return summary
+    try:
+        await store.verify(offload.context, summary.entries)
+    except StorageError as exc:
+        raise OffloadFailed(
+            f"{ml.name}: ledger {ledger_id}: the offloaded copy {offload.context.uuid} is not readable ({exc}); "
+            "the local copy is kept"
+        ) from exc
+    released = dataclasses.replace(summary, offload=dataclasses.replace(offload, local_deleted=True))
+    await ml.update_summary(released)
+    await ml.delete_ledgers_quietly([ledger_id])
+    log.info("%s: deleted the local copy of offloaded ledger %d", ml.name, ledger_id)
+    return released

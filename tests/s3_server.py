@@ -1,0 +1,95 @@
+"""A real S3 API for tests: ``moto[server]`` as a separate process on a loopback port.
+
+Started and stopped by PID (never by name); readiness and shutdown waits are bounded. Tests touch the
+bucket through boto3 on the same server (a real client; nothing is mocked).
+The server can be stopped and started again on the same port (endpoint-down tests); its data lives in
+memory and is lost then, which those tests take into account.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+READY_TIMEOUT_S = 30.0
+READY_POLL_S = 0.1
+STOP_TIMEOUT_S = 10.0
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class MotoServer:
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MotoServer:
+        assert self.proc is None, "already running"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **CREDENTIALS),
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for _ in range(int(READY_TIMEOUT_S / READY_POLL_S) + 1):  # bounded in count and time
+            if self.proc.poll() is not None:
+                raise RuntimeError("moto server exited during start")
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
+                return self
+            if time.monotonic() > deadline:
+                break
+            time.sleep(READY_POLL_S)  # waiting for another process's socket: there is no event to wait on
+        self.stop()
+        raise RuntimeError("moto server did not become ready")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def client(self) -> Any:
+        """A plain boto3 client on the server (the test's own hands, not the broker's)."""
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def create_bucket(self, bucket: str) -> None:
+        self.client().create_bucket(Bucket=bucket)
+
+    def keys(self, bucket: str) -> list[str]:
+        listed = self.client().list_objects_v2(Bucket=bucket)
+        return [str(obj["Key"]) for obj in listed.get("Contents", [])]
+
+    def delete_object(self, bucket: str, key: str) -> None:
+        self.client().delete_object(Bucket=bucket, Key=key)
+
+    def put_object(self, bucket: str, key: str, data: bytes) -> None:
+        self.client().put_object(Bucket=bucket, Key=key, Body=data)
+
+    def get_object(self, bucket: str, key: str) -> bytes:
+        data: bytes = self.client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        return data
