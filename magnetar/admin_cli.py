@@ -28,6 +28,11 @@ RESPONSE_BYTES_MAX = 64 * 1024 * 1024
 _UNITS_MIN = {"m": 1, "h": 60, "d": 1440, "w": 10080, "y": 525600}
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _UNITS_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+_UNITS_BYTES = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+#: offload-status --wait polls this often, at most this many times
+OFFLOAD_POLL_S = 1.0
+OFFLOAD_POLLS_MAX = 3600
 
 
 class UsageError(Exception):
@@ -251,6 +256,43 @@ def _batch_log_verbs() -> list[Verb]:
     ]
 
 
+def _offload(a: argparse.Namespace) -> Call:
+    """pulsar-admin's rule: keep the newest ``--size-threshold`` bytes, offload the ledgers before them."""
+    from magnetar.broker.offload.policy import threshold_message_id
+
+    threshold = _amount(a.size_threshold, _UNITS_BYTES, "size threshold")
+    _, body, _ = _request(a.admin_url, Call("GET", topic_path(a.topic) + "/internalStats"))
+    ledgers = [(int(x["ledgerId"]), int(x["size"])) for x in json.loads(body).get("ledgers", [])]
+    until = threshold_message_id(ledgers, threshold)
+    if until is None:
+        raise UsageError(f"Nothing to offload: the topic holds at most {threshold} bytes")
+    print(f"Offload triggered for {a.topic} for messages before {until.ledger_id}:{until.entry_id}:-1")
+    return Call("PUT", topic_path(a.topic) + "/offload", {"ledgerId": until.ledger_id, "entryId": until.entry_id,
+                                                          "partitionIndex": -1})
+
+
+def _offload_status(a: argparse.Namespace) -> list[Call]:
+    import time
+
+    for _ in range(OFFLOAD_POLLS_MAX if a.wait_complete else 1):
+        _, body, _ = _request(a.admin_url, Call("GET", topic_path(a.topic) + "/offload"))
+        status = json.loads(body)
+        if status.get("status") != "RUNNING" or not a.wait_complete:
+            break
+        time.sleep(OFFLOAD_POLL_S)  # the broker offers no push: pulsar-admin polls too
+    state = status.get("status")
+    if state == "SUCCESS":
+        first = status.get("firstUnoffloadedMessage", {})
+        print(f"Offload was a success\nFirst unoffloaded message: {first.get('ledgerId')}:{first.get('entryId')}")
+    elif state == "ERROR":
+        raise HttpError(500, f"Error in offload: {status.get('lastError')}")
+    elif state == "RUNNING":
+        print("Offload still running")
+    else:
+        print("Offload has not been run for this topic")
+    return []
+
+
 def _t(suffix: str, method: str = "GET") -> Build:
     return lambda a: Call(method, topic_path(a.topic) + suffix)
 
@@ -283,6 +325,18 @@ VERBS: list[Verb] = [
         (("-e", "--enable"), {"action": "store_true"}), (("-d", "--disable"), {"action": "store_true"}),
         (("-t", "--type"), {"default": "non-partitioned", "choices": ["partitioned", "non-partitioned"]}),
         (("-n", "--num-partitions"), {"type": int, "default": 1})), _auto_topic),
+    Verb("namespaces", ("set-offload-threshold",), (NS, (("-s", "--size"), {"required": True})),
+         lambda a: Call("PUT", ns_path(a.namespace) + "/offloadThreshold",
+                        _amount(a.size, _UNITS_BYTES, "size")), "bytes kept on local disk before offload (-1 off)"),
+    Verb("namespaces", ("get-offload-threshold",), (NS,),
+         lambda a: Call("GET", ns_path(a.namespace) + "/offloadThreshold"), "get the offload threshold"),
+    Verb("namespaces", ("set-offload-deletion-lag",), (NS, (("-l", "--lag"), {"required": True})),
+         lambda a: Call("PUT", ns_path(a.namespace) + "/offloadDeletionLagMs", _amount(a.lag, _UNITS_MS, "lag")),
+         "how long after offload the local copy is deleted (10m, 4h...)"),
+    Verb("namespaces", ("get-offload-deletion-lag",), (NS,),
+         lambda a: Call("GET", ns_path(a.namespace) + "/offloadDeletionLagMs"), "get the offload deletion lag"),
+    Verb("namespaces", ("clear-offload-deletion-lag",), (NS,),
+         lambda a: Call("DELETE", ns_path(a.namespace) + "/offloadDeletionLagMs"), "use the broker's default lag"),
     Verb("topics", ("list",), (NS,), lambda a: Call("GET", ns_path(a.namespace).replace("namespaces", "persistent")),
          "list topics"),
     Verb("topics", ("list-partitioned-topics",), (NS,),
@@ -308,6 +362,10 @@ VERBS: list[Verb] = [
     Verb("topics", ("last-message-id",), (TOPIC,), _t("/lastMessageId"), "the last message id"),
     Verb("topics", ("unload",), (TOPIC,), _t("/unload", "PUT"), "unload a topic"),
     Verb("topics", ("terminate",), (TOPIC,), _t("/terminate", "POST"), "terminate a topic"),
+    Verb("topics", ("offload",), (TOPIC, (("-s", "--size-threshold"), {"required": True})), _offload,
+         "offload the ledgers before the newest --size-threshold bytes (10M, 1G...)"),
+    Verb("topics", ("offload-status",), (TOPIC, (("-w", "--wait-complete"), {"action": "store_true"})),
+         _offload_status, "status of the last offload"),
     *_subscription_verbs("topics"),
     *_subscription_verbs("subscriptions"),
     *_batch_log_verbs(),

@@ -20,6 +20,7 @@ from magnetar.broker.transactions.batching import problems as batching_problems
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.server.auth.settings import SecuritySettings
 from magnetar.server.standalone import StandaloneSettings
+from magnetar.storage.offload.api import OffloadSettings
 
 log = logging.getLogger("magnetar.config")
 
@@ -173,6 +174,26 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "basicAuthConf": ("security", "basic_auth_conf", _str, 1),
     "authorizationEnabled": ("security", "authorization_enabled", _bool, 1),
     "superUserRoles": ("security", "super_user_roles", _list, 1),
+    # tiered storage: Pulsar's generic names and the older s3ManagedLedgerOffload* ones
+    "managedLedgerOffloadDriver": ("offload", "driver", _choice("", "filesystem", "aws-s3", "s3"), 1),
+    "managedLedgerOffloadBucket": ("offload", "bucket", _str, 1),
+    "s3ManagedLedgerOffloadBucket": ("offload", "bucket", _str, 1),
+    "managedLedgerOffloadRegion": ("offload", "region", _str, 1),
+    "s3ManagedLedgerOffloadRegion": ("offload", "region", _str, 1),
+    "managedLedgerOffloadServiceEndpoint": ("offload", "service_endpoint", _str, 1),
+    "s3ManagedLedgerOffloadServiceEndpoint": ("offload", "service_endpoint", _str, 1),
+    "managedLedgerOffloadMaxBlockSizeInBytes": ("offload", "max_block_size_bytes", _int, 1),
+    "s3ManagedLedgerOffloadMaxBlockSizeInBytes": ("offload", "max_block_size_bytes", _int, 1),
+    "managedLedgerOffloadReadBufferSizeInBytes": ("offload", "read_buffer_size_bytes", _int, 1),
+    "s3ManagedLedgerOffloadReadBufferSizeInBytes": ("offload", "read_buffer_size_bytes", _int, 1),
+    "managedLedgerOffloadReadCacheSizeInBytes": ("offload", "read_cache_size_bytes", _int, 1),
+    "managedLedgerOffloadKeyPrefix": ("offload", "key_prefix", _str, 1),
+    "fileSystemURI": ("offload", "filesystem_uri", _str, 1),
+    "fileSystemProfilePath": ("offload", "filesystem_profile_path", _str, 1),
+    "managedLedgerOffloadAutoTriggerSizeThresholdBytes": (
+        "broker", "managed_ledger_offload_auto_trigger_size_threshold_bytes", _int, 1,
+    ),
+    "managedLedgerOffloadDeletionLagMs": ("broker", "managed_ledger_offload_deletion_lag_ms", _int, 1),
 }
 _NESTED_BROKER_SECTIONS = ("transaction_log_batching", "pending_ack_batching")
 
@@ -218,7 +239,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = None) -> StandaloneSettings:
     """Apply Pulsar-named ``values`` on top of ``base`` (defaults when None)."""
     base = base or StandaloneSettings()
-    changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}, "security": {}}
+    changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}, "security": {}, "offload": {}}
     changes.update({section: {} for section in _NESTED_BROKER_SECTIONS})
     for key, text in values.items():
         if key not in _KEYS:
@@ -237,7 +258,9 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
     ledger: ManagedLedgerConfig = dataclasses.replace(base.broker.managed_ledger, **changes["ledger"])
     for section in _NESTED_BROKER_SECTIONS:
         changes["broker"][section] = dataclasses.replace(getattr(base.broker, section), **changes[section])
-    broker: BrokerConfig = dataclasses.replace(base.broker, managed_ledger=ledger, **changes["broker"])
+    offload: OffloadSettings = dataclasses.replace(base.broker.offload, **changes["offload"])
+    broker: BrokerConfig = dataclasses.replace(base.broker, managed_ledger=ledger, offload=offload,
+                                               **changes["broker"])
     wrong = batching_problems(
         {LogFamily.TRANSACTION_LOG: broker.transaction_log_batching, LogFamily.PENDING_ACK: broker.pending_ack_batching}
     )

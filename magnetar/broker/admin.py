@@ -58,6 +58,8 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "deleted": False,
     "autoTopicCreationOverride": None,
     "schema_auto_update_compatibility_strategy": "Full",
+    "offload_threshold": -1,
+    "offload_deletion_lag_ms": None,
 }
 
 
@@ -487,4 +489,6 @@ POLICY_SETTERS: dict[str, Any] = {
     "message_ttl_in_seconds": _ttl,
     "replication_clusters": _clusters,
     "autoTopicCreationOverride": _auto_topic_creation,
+    "offload_threshold": lambda v: _int_field(v, "offloadThreshold"),
+    "offload_deletion_lag_ms": lambda v: _int_field(v, "offloadDeletionLagMs"),
 }

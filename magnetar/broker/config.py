@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from magnetar.broker.transactions.buffered_writer import BatchingConfig
 from magnetar.ledger.api import ManagedLedgerConfig
+from magnetar.storage.offload.api import OffloadSettings
 
 MIB = 1024 * 1024
 
@@ -48,3 +49,7 @@ class BrokerConfig:
     # PIP-160: batched writes of the coordinator log and the pending-ack logs (broker/transactions/batching.py)
     transaction_log_batching: BatchingConfig = field(default_factory=BatchingConfig)
     pending_ack_batching: BatchingConfig = field(default_factory=BatchingConfig)
+    # tiered storage (broker/offload/): the store, and the defaults of the namespace policies
+    offload: OffloadSettings = field(default_factory=OffloadSettings)
+    managed_ledger_offload_auto_trigger_size_threshold_bytes: int = -1  # namespace offload_threshold; -1 off
+    managed_ledger_offload_deletion_lag_ms: int = 4 * 3600 * 1000  # namespace offload_deletion_lag_ms

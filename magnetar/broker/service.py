@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.offload.service import OffloadService
 from magnetar.broker.retention import ExpiringTopic, RetentionService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
@@ -78,6 +79,7 @@ class BrokerService:
         self.started_ms = self.clock.now_ms()
         self.closing = False
         self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
+        self.offload = OffloadService(self, self.clock)  # tiered storage: triggered and automatic offloads
         # set by the transaction coordinator when transactions are enabled; topics ask it before a txn SEND/ACK
         self.txn_registry: TxnRegistry | None = None
         self.txn_coordinators: TransactionCoordinatorService | None = None  # the TCs, for their wire commands
@@ -100,6 +102,7 @@ class BrokerService:
             if not await self.metadata.exists(namespace_key(ns)):
                 await self.metadata.put(namespace_key(ns), json.dumps({}).encode())
         self.retention.start()
+        self.offload.start()
 
     def new_producer_name(self) -> str:
         self._producer_counter += 1
@@ -305,6 +308,7 @@ class BrokerService:
     async def close(self) -> None:
         self.closing = True
         await self.retention.stop()
+        await self.offload.stop()
         for topic in list(self.topics.values()):
             try:
                 await topic.close()

@@ -9,6 +9,7 @@ the broker's objects and never change them; this module knows no HTTP.
 from __future__ import annotations
 
 import datetime
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from magnetar.broker.producer import Producer
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.clock import Clock
-from magnetar.ledger.api import Position
+from magnetar.ledger.api import LedgerSummary, Position
 
 RATE_WINDOW_MS = 1_000  # a rate is re-measured when its last sample is at least this old
 RATE_KEYS_MAX = 100_000
@@ -261,16 +262,36 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
         "pendingAddEntriesCount": 0,
         "lastConfirmedEntry": _pos(ledger.last_confirmed),
         "state": "LedgerOpened" if opened else "Closed",
-        "ledgers": [
-            {"ledgerId": s.ledger_id, "entries": s.entries, "size": s.size_bytes, "offloaded": False,
-             "metadata": None, "underReplicated": False}
-            for s in summaries
-        ],
+        "ledgers": [ledger_json(s) for s in summaries],
         "cursors": cursors,
         "schemaLedgers": [],
         "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False},
         "properties": dict(ledger.properties),
     }
+
+
+def ledger_json(summary: LedgerSummary) -> dict[str, Any]:
+    """PersistentTopicInternalStats.LedgerInfo; an offloaded ledger also carries its OffloadContext in the
+    shape of Pulsar's managed-ledger info (uid halves, complete, bookkeeperDeleted, driver metadata)."""
+    item: dict[str, Any] = {"ledgerId": summary.ledger_id, "entries": summary.entries, "size": summary.size_bytes,
+                            "offloaded": summary.offloaded, "metadata": None, "underReplicated": False}
+    offload = summary.offload
+    if offload is not None:
+        context = offload.context
+        uid = uuid.UUID(context.uuid).int
+        properties = {"bucket": context.bucket, "prefix": context.prefix, "uuid": context.uuid}
+        item["offloadContext"] = {
+            "uidMsb": _signed64(uid >> 64), "uidLsb": _signed64(uid & (2**64 - 1)),
+            "complete": offload.complete, "bookkeeperDeleted": offload.local_deleted,
+            "timestamp": offload.timestamp_ms,
+            "driverMetadata": {"name": context.driver,
+                               "properties": [{"key": k, "value": v} for k, v in properties.items()]},
+        }
+    return item
+
+
+def _signed64(value: int) -> int:
+    return value - 2**64 if value >= 2**63 else value
 
 
 def cursor_stats(sub: Subscription) -> dict[str, Any]:

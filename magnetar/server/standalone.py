@@ -39,6 +39,7 @@ from magnetar.server.handlers import dispatch_table
 from magnetar.server.web import web_app
 from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
+from magnetar.storage.offload import BlockOffloadStore, OffloadError, OffloadSettings, open_offload_store
 
 log = logging.getLogger("magnetar.standalone")
 
@@ -110,7 +111,9 @@ class Standalone:
             await self.store.close()
             await self.metadata.close()
             raise StartupError(f"bad security setting: {exc}") from exc
-        self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock)
+        self.offload_store = await open_checked_offload_store(s.broker.offload)
+        self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock,
+                                     offload_store=self.offload_store)
         self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock)
         await self.broker.start()
         if s.broker.transaction_coordinator_enabled:
@@ -239,11 +242,29 @@ class Standalone:
             task.cancel()
         if self.coordinators is not None:
             await self.coordinators.close()
-        for name in ("runner", "broker", "ledgers", "store", "metadata"):
+        for name in ("runner", "broker", "ledgers", "store", "offload_store", "metadata"):
             part = getattr(self, name, None)
             if part is not None:
                 await (part.cleanup() if name == "runner" else part.close())
         log.info("stopped cleanly")
+
+
+async def open_checked_offload_store(settings: OffloadSettings) -> BlockOffloadStore | None:
+    """The configured offload store; a store that fails its check is logged loudly and kept (offloads then
+    fail with the same reason in their status, and start working once the operator fixes the cause)."""
+    try:
+        store = open_offload_store(settings)
+    except OffloadError as exc:
+        raise StartupError(f"tiered storage: {exc}") from exc
+    if store is None:
+        return None
+    try:
+        await store.blobs.check()
+    except OffloadError as exc:
+        log.error("tiered storage: the offload store is not usable: %s", exc)
+    else:
+        log.info("tiered storage: offloading with driver %s to %s", store.driver, store.blobs.bucket)
+    return store
 
 
 async def run_standalone(settings: StandaloneSettings) -> None:

@@ -48,6 +48,12 @@ MESSAGE_ID: Schema = {
                    "isExcluded": {"type": "boolean"}},
 }
 PARTITIONS: Schema = {"type": "object", "required": ["partitions"], "properties": {"partitions": _INT}}
+OFFLOAD_STATUS: Schema = {
+    "type": "object",
+    "required": ["status", "lastError", "firstUnoffloadedMessage"],
+    "properties": {"status": {"type": "string", "enum": ["NOT_RUN", "RUNNING", "SUCCESS", "ERROR"]},
+                   "lastError": {"type": "string"}, "firstUnoffloadedMessage": MESSAGE_ID},
+}
 SUBSCRIPTION_STATS: Schema = {
     "type": "object",
     "required": ["msgBacklog", "msgOutCounter", "type", "consumers", "isDurable", "unackedMessages"],

@@ -27,9 +27,15 @@ POLICY_RESOURCES: dict[str, tuple[str, dict[str, Any]]] = {
     "replication": ("replication_clusters", s.STRING_LIST),
     "autoTopicCreation": ("autoTopicCreationOverride", s.AUTO_TOPIC_CREATION),
 }
+#: the same, set by PUT as Pulsar does for these
+PUT_POLICY_RESOURCES: dict[str, tuple[str, dict[str, Any]]] = {
+    "offloadThreshold": ("offload_threshold", {"type": "integer", "minimum": -1}),
+    "offloadDeletionLagMs": ("offload_deletion_lag_ms", {"type": "integer", "minimum": -1}),
+}
 POLICY_DEFAULTS: dict[str, Any] = {
     "retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
     "replication_clusters": [],
+    "offload_threshold": -1,
 }
 
 
@@ -119,10 +125,14 @@ def tenant_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
     ]
     for suffix, (field, schema) in POLICY_RESOURCES.items():
         routes.extend(_policy_routes(admin, suffix, field, schema))
+    for suffix, (field, schema) in PUT_POLICY_RESOURCES.items():
+        routes.extend(_policy_routes(admin, suffix, field, schema, set_method="PUT"))
     return routes
 
 
-def _policy_routes(admin: BrokerAdmin, suffix: str, field: str, schema: dict[str, Any]) -> list[Route]:
+def _policy_routes(
+    admin: BrokerAdmin, suffix: str, field: str, schema: dict[str, Any], *, set_method: str = "POST"
+) -> list[Route]:
     async def get(req: web.Request) -> web.Response:
         value = await admin.policy(_ns(req), field)
         return ok(value if value is not None else POLICY_DEFAULTS.get(field))
@@ -139,7 +149,7 @@ def _policy_routes(admin: BrokerAdmin, suffix: str, field: str, schema: dict[str
     return [
         Route("GET", path, get, f"Get the namespace's {suffix} policy", "namespaces",
               result={**schema, "nullable": True}),
-        Route("POST", path, set_, f"Set the namespace's {suffix} policy", "namespaces", ok=204, body=schema,
+        Route(set_method, path, set_, f"Set the namespace's {suffix} policy", "namespaces", ok=204, body=schema,
               body_required=True),
         Route("DELETE", path, remove, f"Remove the namespace's {suffix} policy", "namespaces", ok=204),
     ]

@@ -10,10 +10,11 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin import BrokerAdmin, parse_namespace, parse_topic
-from magnetar.broker.admin_subscriptions import SubscriptionAdmin
+from magnetar.broker.admin_subscriptions import SubscriptionAdmin, parse_message_id
 from magnetar.broker.names import TopicName
 from magnetar.broker.service import PARTITIONS_MAX
 from magnetar.broker.stats import RateTracker, internal_stats, partitioned_stats, topic_stats
+from magnetar.ledger.api import Position
 from magnetar.server.admin import openapi as s
 from magnetar.server.admin.routes import Route, flag, int_value, json_body, match, no_content, ok
 
@@ -87,6 +88,15 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
     async def terminate(req: web.Request) -> web.Response:
         return ok(await admin.terminate(_topic(req)))
 
+    async def offload(req: web.Request) -> web.Response:
+        until, _ = parse_message_id(await json_body(req, required=True))
+        topic = await admin.load(_topic(req))
+        admin.broker.offload.trigger(topic.ledger, until or Position(2**63 - 1, 2**63 - 1))
+        return no_content()
+
+    async def offload_status(req: web.Request) -> web.Response:
+        return ok(admin.broker.offload.status((await admin.load(_topic(req))).ledger))
+
     return [
         Route("GET", BASE, list_topics, "List the namespace's topics", "topics", result=s.STRING_LIST),
         Route("GET", BASE + "/partitioned", list_partitioned, "List partitioned topics", "topics",
@@ -109,6 +119,10 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         Route("GET", TOPIC + "/lastMessageId", last_message_id, "Last message id", "topics", result=s.MESSAGE_ID),
         Route("PUT", TOPIC + "/unload", unload, "Unload a topic", "topics", ok=204),
         Route("POST", TOPIC + "/terminate", terminate, "Terminate a topic", "topics", result=s.MESSAGE_ID),
+        Route("PUT", TOPIC + "/offload", offload, "Offload the sealed ledgers before a message id", "topics",
+              ok=204, body=s.MESSAGE_ID, body_required=True),
+        Route("GET", TOPIC + "/offload", offload_status, "Status of the last offload", "topics",
+              result=s.OFFLOAD_STATUS),
         *subscription_routes(SubscriptionAdmin(admin)),
     ]
 

@@ -54,7 +54,7 @@ def translate(exc: BaseException, what: str, *, bucket: str) -> OffloadError:
         if code in _NO_BUCKET:
             return OffloadBucketMissing(f"s3 offload: bucket {bucket!r} does not exist ({what})")
         if code in _NOT_FOUND:
-            return OffloadNotFound(message)
+            return OffloadNotFound(f"s3 offload: {what}: object not found in bucket {bucket!r} ({code})")
         if code in _DENIED:
             return OffloadAccessDenied(f"{message} (check the credentials of the AWS credential chain)")
         return OffloadUnavailable(message) if code.startswith("5") or code in ("SlowDown", "RequestTimeout") \
