@@ -93,3 +93,85 @@ class MotoServer:
     def get_object(self, bucket: str, key: str) -> bytes:
         data: bytes = self.client().get_object(Bucket=bucket, Key=key)["Body"].read()
         return data
+
+
+class TcpGate:
+    """A loopback TCP forwarder in front of the S3 server, for "endpoint down" without losing the server's
+    data: ``close()`` refuses new connections and cuts open ones; ``stall()`` accepts but forwards nothing
+    (requests hang until the client's timeout); ``open()`` forwards again. Threads, bounded by connections."""
+
+    def __init__(self, target_port: int) -> None:
+        import threading
+
+        self.target_port = target_port
+        self.port = free_port()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self._stalled = False
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def open(self) -> TcpGate:
+        import threading
+
+        self._stalled = False
+        if self._listener is None:
+            listener = socket.socket()
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", self.port))
+            listener.listen(64)
+            self._listener = listener
+            threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return self
+
+    def stall(self) -> None:
+        self._stalled = True
+        self._cut()
+
+    def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        self._cut()
+
+    def _cut(self) -> None:
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        import threading
+
+        while True:  # ends when the listener is closed
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._sockets.append(client)
+            if self._stalled:
+                continue  # held open, never answered
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            with self._lock:
+                self._sockets.append(upstream)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:  # until either side closes
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)

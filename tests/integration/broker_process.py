@@ -22,9 +22,12 @@ STOP_TIMEOUT_S = 30.0
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, *, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, data_dir: Path, *, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.extra_args = extra_args
+        self.env = env or {}
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
         self.web_port = 0
@@ -49,7 +52,7 @@ class BrokerProcess:
             "--broker-port", str(self.port), "--web-port", str(self.web_port),
             *self.extra_args,
         ]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
         )
