@@ -293,6 +293,30 @@ def _offload_status(a: argparse.Namespace) -> list[Call]:
     return []
 
 
+def _coordinator_verbs() -> list[Verb]:
+    """pulsar-admin's ``transactions coordinator-stats``, ``transaction-metadata``, ``slow-transactions``."""
+    base = "/admin/v3/transactions"
+    tc: Spec = (("-c", "--coordinator-id"), {"type": int, "help": "one coordinator (default: all)"})
+
+    def which(a: argparse.Namespace) -> dict[str, str] | None:
+        return None if a.coordinator_id is None else {"coordinatorId": str(a.coordinator_id)}
+
+    return [
+        Verb("transactions", ("coordinator-stats",), (tc,),
+             lambda a: Call("GET", f"{base}/coordinatorStats", query=which(a)), "stats of the coordinators"),
+        Verb("transactions", ("transaction-metadata",), (
+            (("-m", "--most-sig-bits"), {"type": int, "required": True}),
+            (("-l", "--least-sig-bits"), {"type": int, "required": True})),
+             lambda a: Call("GET", f"{base}/transactionMetadata/{a.most_sig_bits}/{a.least_sig_bits}"),
+             "metadata of one transaction"),
+        Verb("transactions", ("slow-transactions",), (
+            (("-t", "--time"), {"required": True, "help": "open longer than this (e.g. 30s, 5m)"}), tc),
+             lambda a: Call("GET", f"{base}/slowTransactions/{_amount(a.time, _UNITS_S, 'time') * 1000}",
+                            query=which(a)),
+             "transactions open longer than --time"),
+    ]
+
+
 def _t(suffix: str, method: str = "GET") -> Build:
     return lambda a: Call(method, topic_path(a.topic) + suffix)
 
@@ -369,6 +393,7 @@ VERBS: list[Verb] = [
     *_subscription_verbs("topics"),
     *_subscription_verbs("subscriptions"),
     *_batch_log_verbs(),
+    *_coordinator_verbs(),
 ]
 
 

@@ -17,6 +17,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
+from magnetar.server.metrics_txn import CoordinatorCollector
 from magnetar.server.metrics_txn_log import BufferedWriterCollector
 
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
@@ -190,4 +191,5 @@ def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegis
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(broker, rates))
     registry.register(BufferedWriterCollector(broker.txn_log_batching, broker.config.cluster_name))
+    registry.register(CoordinatorCollector(broker))
     return registry

@@ -106,6 +106,11 @@ class TransactionCoordinator:
         self.recover_end_ms = 0
         self._drivers: set[asyncio.Task[None]] = set()
 
+    @property
+    def next_least(self) -> int:
+        """The sequence the next transaction id of this coordinator gets."""
+        return self._next_least
+
     # ---- recovery ------------------------------------------------------------------------------------
 
     async def recover(self) -> None:

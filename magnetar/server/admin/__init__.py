@@ -15,6 +15,7 @@ from magnetar.server.admin.routes import Route, error_middleware
 from magnetar.server.admin.tenants import tenant_routes
 from magnetar.server.admin.topics import topic_routes
 from magnetar.server.admin.txn_batching import batched_log_routes
+from magnetar.server.admin.txn_coordinator import coordinator_routes
 
 OPENAPI_PATH = "/admin/v2/openapi.json"
 
@@ -24,7 +25,7 @@ __all__ = ["OPENAPI_PATH", "add_admin_routes", "admin_routes", "error_middleware
 def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
     admin = BrokerAdmin(broker)
     return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker),
-            *permission_routes(admin)]
+            *permission_routes(admin), *coordinator_routes(broker)]
 
 
 def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:

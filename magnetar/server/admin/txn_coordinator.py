@@ -1,0 +1,116 @@
+"""Admin routes of the transaction coordinators, on Pulsar's ``/admin/v3/transactions/...`` paths and JSON shapes:
+``coordinatorStats`` (TransactionCoordinatorStats), ``transactionMetadata/{most}/{least}`` (TransactionMetadata)
+and ``slowTransactions/{timeout}`` (txn id → TransactionMetadata). With transactions disabled they answer 503.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.broker.errors import NotFound, ServiceNotReady
+from magnetar.broker.names import TopicName
+from magnetar.broker.service import BrokerService
+from magnetar.broker.transactions.api import CoordinatorNotFound, TransactionNotFound, TxnId
+from magnetar.broker.transactions.coordinator import TransactionCoordinator, TxnMeta
+from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
+from magnetar.server.admin.routes import Route, int_value, match, ok
+
+BASE = "/admin/v3/transactions"
+OBJECT: dict[str, Any] = {"type": "object"}
+COORDINATOR_ID = {"coordinatorId": {"type": "integer", "minimum": 0}}
+
+
+def coordinator_stats(tc: TransactionCoordinator) -> dict[str, Any]:
+    """Pulsar's TransactionCoordinatorStats."""
+    return {
+        "state": tc.state.value,
+        "leastSigBits": tc.next_least - 1,
+        "lowWaterMark": min((t.least for t in tc.txns), default=tc.next_least) - 1,
+        "ongoingTxnSize": len(tc.txns),
+        "recoverStartTime": tc.recover_start_ms,
+        "recoverEndTime": tc.recover_end_ms,
+    }
+
+
+def transaction_metadata(broker: BrokerService, meta: TxnMeta) -> dict[str, Any]:
+    """Pulsar's TransactionMetadata: ``producedPartitions`` maps each partition to its buffer's view of the
+    transaction (TransactionInBufferStats), ``ackedPartitions`` topic → subscription → TransactionInPendingAckStats."""
+    produced = {topic: _in_buffer(broker, topic, meta.txn) for topic in meta.partitions}
+    acked: dict[str, dict[str, Any]] = {}
+    for topic, sub in meta.subscriptions:
+        acked.setdefault(topic, {})[sub] = {"cumulativeAckPosition": None}
+    return {
+        "txnId": str(meta.txn),
+        "status": meta.status.name,
+        "openTimestamp": meta.opened_ms,
+        "timeoutAt": meta.timeout_at_ms - meta.opened_ms,  # Pulsar reports the timeout (ms) here
+        "producedPartitions": produced,
+        "ackedPartitions": acked,
+    }
+
+
+def _in_buffer(broker: BrokerService, topic: str, txn: TxnId) -> dict[str, Any]:
+    loaded = broker.topics.get(str(TopicName.parse(topic)))
+    start = None
+    if loaded is not None and loaded.txn is not None:
+        position = loaded.txn.buffer.ongoing().get(txn)
+        start = None if position is None else str(position)
+    return {"startPosition": start, "aborted": False}
+
+
+def coordinator_routes(broker: BrokerService) -> list[Route]:
+    def service() -> TransactionCoordinatorService:
+        if broker.txn_coordinators is None:
+            raise ServiceNotReady("Transaction coordinator is not enabled (transactionCoordinatorEnabled=false)")
+        return broker.txn_coordinators
+
+    def one(tc_id: int) -> TransactionCoordinator:
+        try:
+            return service().coordinator(tc_id)
+        except CoordinatorNotFound as exc:
+            raise NotFound(str(exc)) from exc
+
+    def selected(req: web.Request) -> list[TransactionCoordinator]:
+        if "coordinatorId" in req.query:
+            return [one(int_value(req.query["coordinatorId"], "coordinatorId"))]
+        return list(service().coordinators.values())
+
+    async def stats(req: web.Request) -> web.Response:
+        if "coordinatorId" in req.query:
+            return ok(coordinator_stats(selected(req)[0]))
+        return ok({str(tc.tc_id): coordinator_stats(tc) for tc in selected(req)})
+
+    async def metadata(req: web.Request) -> web.Response:
+        most = int_value(match(req, "most"), "mostSigBits")
+        least = int_value(match(req, "least"), "leastSigBits")
+        txn = TxnId(most, least)
+        try:
+            meta = one(most).get(txn)
+        except TransactionNotFound as exc:
+            raise NotFound(str(exc)) from exc
+        return ok(transaction_metadata(broker, meta))
+
+    async def slow(req: web.Request) -> web.Response:
+        timeout_ms = int_value(match(req, "timeout"), "timeout")
+        now = broker.clock.now_ms()
+        out = {
+            str(meta.txn): transaction_metadata(broker, meta)
+            for tc in selected(req)
+            for meta in sorted(tc.txns.values(), key=lambda m: m.txn)
+            if now - meta.opened_ms > timeout_ms
+        }
+        return ok(out)
+
+    return [
+        Route("GET", f"{BASE}/coordinatorStats", stats, "Stats of the transaction coordinators (one with "
+              "coordinatorId)", "transactions", result=OBJECT, query=COORDINATOR_ID),
+        Route("GET", f"{BASE}/transactionMetadata/{{most}}/{{least}}", metadata,
+              "Metadata of one transaction", "transactions", result=OBJECT),
+        Route("GET", f"{BASE}/slowTransactions/{{timeout}}", slow,
+              "Transactions open for longer than timeout (ms)", "transactions", result=OBJECT, query=COORDINATOR_ID),
+    ]
+
+
+__all__ = ["coordinator_routes"]
