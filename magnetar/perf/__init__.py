@@ -7,6 +7,7 @@ internals. Latency comes from a log-bucketed histogram, never from averages.
     magnetar perf produce  [topic] --rate 0 --size 1024 --messages 100000 [--no-batching] [--json]
     magnetar perf consume  [topic] --initial-position earliest --messages 100000
     magnetar perf e2e      [topic] --rate 1000 --no-batching --test-duration 30
+    magnetar perf txn      [topic] --concurrency 8 --transactions 2000
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ __all__ = ["OptionsError", "PerfError", "PerfOptions", "add_perf_parser", "optio
 
 def run_perf(args: argparse.Namespace) -> int:
     """The ``perf`` verb of the CLI: 0 on success, 2 on bad flags, 1 when the run failed."""
+    if args.perf_verb == "txn":
+        return _run_txn(args)
     try:
         options = options_from(args)
     except OptionsError as exc:
@@ -32,3 +35,14 @@ def run_perf(args: argparse.Namespace) -> int:
     except PerfError as exc:
         print(f"magnetar perf: {exc}", file=sys.stderr)
         return 1
+
+
+def _run_txn(args: argparse.Namespace) -> int:
+    from magnetar.perf._txn import run_txn, txn_options
+
+    try:
+        options = txn_options(args)
+    except ValueError as exc:
+        print(f"magnetar perf: {exc}", file=sys.stderr)
+        return 2
+    return run_txn(options)

@@ -171,6 +171,9 @@ def add_perf_parser(verbs: Any) -> argparse.ArgumentParser:
         _common(parser)
         for role in roles:
             role(parser)
+    from magnetar.perf._txn import add_txn_parser
+
+    add_txn_parser(kinds, fmt)
     return perf
 
 
