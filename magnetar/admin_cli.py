@@ -406,7 +406,9 @@ def add_admin_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser])
     admin.add_argument("--admin-url", default=DEFAULT_ADMIN_URL, help=f"admin HTTP URL (default {DEFAULT_ADMIN_URL})")
     groups = admin.add_subparsers(dest="group", required=True)
     parsers: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
-    for v in VERBS:
+    from magnetar.admin_schemas import schema_verbs  # it builds on this module's Verb and Call
+
+    for v in [*VERBS, *schema_verbs()]:
         if v.group not in parsers:
             parsers[v.group] = groups.add_parser(v.group).add_subparsers(dest="admin_verb", required=True)
         p = parsers[v.group].add_parser(v.names[0], aliases=list(v.names[1:]), help=v.help)

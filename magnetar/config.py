@@ -100,6 +100,11 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "journalSyncData": ("settings", "journal_sync_data", _bool, 1),
     "clusterName": ("broker", "cluster_name", _nonempty, 1),
     "advertisedAddress": ("broker", "advertised_address", _str, 1),
+    "schemaCompatibilityStrategy": ("broker", "schema_compatibility_strategy", _choice(
+        "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE",
+        "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"), 1),
+    "isAllowAutoUpdateSchemaEnabled": ("broker", "is_allow_auto_update_schema_enabled", _bool, 1),
+    "schemaValidationEnforced": ("broker", "schema_validation_enforced", _bool, 1),
     "maxMessageSize": ("broker", "max_message_size", _int, 1),
     "maxChunkedMessageSizeBytes": ("broker", "max_chunked_message_bytes", _int, 1),
     "allowAutoTopicCreation": ("broker", "allow_auto_topic_creation", _bool, 1),

@@ -18,6 +18,9 @@ MIB = 1024 * 1024
 class BrokerConfig:
     cluster_name: str = "standalone"
     advertised_address: str | None = None  # None: answer lookups with the address the client reached
+    schema_compatibility_strategy: str = "FULL"  # schemaCompatibilityStrategy, when a namespace sets none
+    is_allow_auto_update_schema_enabled: bool = True  # isAllowAutoUpdateSchemaEnabled
+    schema_validation_enforced: bool = False  # schemaValidationEnforced
     max_message_size: int = 5 * MIB  # maxMessageSize
     max_chunked_message_bytes: int = 512 * MIB  # maxChunkedMessageSizeBytes: a chunked message's total size
     allow_auto_topic_creation: bool = True

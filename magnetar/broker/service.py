@@ -21,6 +21,7 @@ from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, T
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.offload.service import OffloadService
 from magnetar.broker.retention import ExpiringTopic, RetentionService
+from magnetar.broker.schema import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
 from magnetar.broker.transactions.batching import BatchedLogSwitch
@@ -78,6 +79,7 @@ class BrokerService:
         self._producer_counter = 0
         self.started_ms = self.clock.now_ms()
         self.closing = False
+        self.schemas = SchemaRegistry(metadata, config, self.clock)  # schema versions and their policies
         self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
         self.offload = OffloadService(self, self.clock)  # tiered storage: triggered and automatic offloads
         # set by the transaction coordinator when transactions are enabled; topics ask it before a txn SEND/ACK

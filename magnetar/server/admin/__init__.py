@@ -12,6 +12,7 @@ from magnetar.broker.stats import RateTracker
 from magnetar.server.admin.openapi import openapi_document
 from magnetar.server.admin.permissions import permission_routes
 from magnetar.server.admin.routes import Route, error_middleware
+from magnetar.server.admin.schemas import schema_routes
 from magnetar.server.admin.tenants import tenant_routes
 from magnetar.server.admin.topics import topic_routes
 from magnetar.server.admin.txn_batching import batched_log_routes
@@ -25,7 +26,7 @@ __all__ = ["OPENAPI_PATH", "add_admin_routes", "admin_routes", "error_middleware
 def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
     admin = BrokerAdmin(broker)
     return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker),
-            *permission_routes(admin), *coordinator_routes(broker)]
+            *permission_routes(admin), *coordinator_routes(broker), *schema_routes(broker.schemas)]
 
 
 def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:

@@ -18,9 +18,9 @@ Handler = Callable[["ServerConnection", proto.pb.BaseCommand, memoryview | None]
 
 
 def dispatch_table() -> dict[int, Handler]:
-    from magnetar.server.handlers import consume, lookup, produce, session, transactions, txn_topic
+    from magnetar.server.handlers import consume, lookup, produce, schema, session, transactions, txn_topic
 
     table: dict[int, Handler] = {}
-    for module in (session, lookup, produce, consume, transactions, txn_topic):
+    for module in (session, lookup, produce, consume, transactions, txn_topic, schema):
         table.update(module.HANDLERS)
     return table

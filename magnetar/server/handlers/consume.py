@@ -19,6 +19,7 @@ from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.ledger.api import InitialPosition, Position
 from magnetar.server.handlers import txn_topic
+from magnetar.server.handlers.schema import declared_in, topic_idle
 
 if TYPE_CHECKING:
     from magnetar.server.connection import ServerConnection
@@ -93,6 +94,7 @@ async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: mem
     await conn.auth.require(topic_name, AuthAction.CONSUME, req.subscription)
     create = req.force_topic_creation if req.HasField("force_topic_creation") else True
     topic = await conn.broker.get_topic(topic_name, create=create)
+    await conn.broker.schemas.for_consumer(topic_name, declared_in(req), idle=topic_idle(topic))
     durable = req.durable if req.HasField("durable") else True
     start = _start_position(topic, req.start_message_id) if req.HasField("start_message_id") else None
     initial = InitialPosition.EARLIEST if req.initialPosition == 1 else InitialPosition.LATEST

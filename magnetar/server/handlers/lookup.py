@@ -1,4 +1,4 @@
-"""Discovery commands: PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE, GET_SCHEMA.
+"""Discovery commands: PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE (GET_SCHEMA is in ``schema``).
 
 A single broker owns every topic, so LOOKUP answers Connect with this broker's URL, spelled as the client
 reached it when possible (a different spelling makes the client open a second connection, facts §2.7).
@@ -80,18 +80,8 @@ async def on_get_topics(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: me
     conn.send_frame(proto.encode_command(proto.commands.get_topics_of_namespace_response(req.request_id, topics)))
 
 
-def on_get_schema(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
-    req = cmd.getSchema
-    conn.send_frame(
-        proto.encode_command(
-            proto.commands.get_schema_response_error(req.request_id, TOPIC_NOT_FOUND, "Topic has no schema")
-        )
-    )
-
-
 HANDLERS: dict[int, Handler] = {
     T.PARTITIONED_METADATA: on_partitioned_metadata,
     T.LOOKUP: on_lookup,
     T.GET_TOPICS_OF_NAMESPACE: on_get_topics,
-    T.GET_SCHEMA: on_get_schema,
 }

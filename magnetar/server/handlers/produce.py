@@ -10,7 +10,9 @@ from magnetar.broker.authorization import AuthAction
 from magnetar.broker.errors import ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
 from magnetar.broker.names import TopicName
 from magnetar.broker.producer import AccessMode, Producer, failed_publish
+from magnetar.broker.schema import version_bytes
 from magnetar.server.handlers import txn_topic
+from magnetar.server.handlers.schema import declared_in
 
 if TYPE_CHECKING:
     from magnetar.server.connection import ServerConnection
@@ -31,6 +33,8 @@ async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memo
             req.request_id, existing.name, -1, topic_epoch=existing.topic_epoch)))
         return
     topic = await conn.broker.get_topic(topic_name, create=True)
+    version = await conn.broker.schemas.for_producer(topic_name, declared_in(req))
+    schema_version = version_bytes(version) if version is not None else None
     mode = AccessMode(req.producer_access_mode) if req.HasField("producer_access_mode") else AccessMode.SHARED
     name = req.producer_name if req.HasField("producer_name") and req.producer_name else conn.broker.new_producer_name()
     producer = Producer(
@@ -64,13 +68,15 @@ async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memo
             raise
         topic.promoted(producer)
         conn.send_frame(proto.encode_command(
-            proto.commands.producer_success(req.request_id, name, last_seq, topic_epoch=epoch)))
+            proto.commands.producer_success(req.request_id, name, last_seq, topic_epoch=epoch,
+                                            schema_version=schema_version)))
         return
     if not conn.is_open or conn.producers.get(req.producer_id) is not producer:
         topic.remove_producer(producer)
         return
     conn.send_frame(proto.encode_command(
-        proto.commands.producer_success(req.request_id, name, last_seq, topic_epoch=admission.topic_epoch)))
+        proto.commands.producer_success(req.request_id, name, last_seq, topic_epoch=admission.topic_epoch,
+                                        schema_version=schema_version)))
 
 
 def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryview | None) -> None:
