@@ -17,6 +17,7 @@ from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.producer import Producer
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.transactions.txn_stats import topic_counts
 from magnetar.clock import Clock
 from magnetar.ledger.api import LedgerSummary, Position
 
@@ -184,9 +185,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "lastOffloadLedgerId": 0,
         "lastOffloadSuccessTimeStamp": 0,
         "lastOffloadFailureTimeStamp": 0,
-        "ongoingTxnCount": 0,
-        "abortedTxnCount": 0,
-        "committedTxnCount": 0,
+        **topic_counts(topic.txn),
         "publishers": [publisher_stats(p, rates, name) for p in topic.producers.values()],
         "waitingPublishers": len(topic.access.waiting),
         "subscriptions": subs,

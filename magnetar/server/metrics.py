@@ -19,6 +19,7 @@ from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.server.metrics_txn import CoordinatorCollector
 from magnetar.server.metrics_txn_log import BufferedWriterCollector
+from magnetar.server.metrics_txn_topic import TxnTopicCollector
 
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
 SUB_LABELS = [*TOPIC_LABELS, "subscription"]
@@ -192,4 +193,5 @@ def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegis
     registry.register(BrokerCollector(broker, rates))
     registry.register(BufferedWriterCollector(broker.txn_log_batching, broker.config.cluster_name))
     registry.register(CoordinatorCollector(broker))
+    registry.register(TxnTopicCollector(broker))
     return registry

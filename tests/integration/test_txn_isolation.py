@@ -137,3 +137,44 @@ async def test_many_partitions_and_subscriptions_in_one_txn(
         _, stats = call(broker.web_url, "GET", source.replace("persistent://", "/admin/v2/persistent/") + "/stats")
         assert stats["subscriptions"][name]["msgBacklog"] == 0
     watcher.close()
+
+
+def _metric(text: str, name: str, topic: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'topic="{topic}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} for {topic} not in /metrics")
+
+
+async def test_transaction_stats_and_metrics(broker: BrokerProcess, mclient: Client) -> None:
+    topic = topic_name("txn-stats")
+    local = topic.replace("persistent://", "")
+    producer = await mclient.create_producer(topic)
+    consumer = await mclient.subscribe(topic, "s", subscription_type="Shared", initial_position="earliest")
+    await producer.send(b"plain")
+    msg = await consumer.receive()
+    txn = await mclient.new_transaction(timeout_ms=60_000)
+    most, least = txn.txn_id
+    first = await producer.send(b"t", txn=txn)
+    await consumer.acknowledge(msg, txn=txn)
+    base = "/admin/v3/transactions"
+    status, tb = call(broker.web_url, "GET", f"{base}/transactionBufferStats/{local}")
+    assert status == 200 and tb["state"] == "Ready" and tb["ongoingTxnSize"] == 1
+    assert tb["maxReadPosition"] == f"{first.ledger_id}:{first.entry_id - 1}"
+    status, pa = call(broker.web_url, "GET", f"{base}/pendingAckStats/{local}/s")
+    assert status == 200 and pa["ongoingTxnSize"] == 1
+    status, one = call(broker.web_url, "GET", f"{base}/transactionInBufferStats/{local}/{most}/{least}")
+    assert one == {"startPosition": f"{first.ledger_id}:{first.entry_id}", "aborted": False}
+    _, stats = call(broker.web_url, "GET", f"/admin/v2/persistent/{local}/stats")
+    assert stats["ongoingTxnCount"] == 1 and stats["committedTxnCount"] == 0
+    await txn.commit()
+    _, stats = call(broker.web_url, "GET", f"/admin/v2/persistent/{local}/stats")
+    assert (stats["ongoingTxnCount"], stats["committedTxnCount"]) == (0, 1)
+    assert call(broker.web_url, "GET", f"{base}/pendingAckStats/{local}/s")[1]["ongoingTxnSize"] == 0
+    assert call(broker.web_url, "GET", f"{base}/pendingAckStats/{local}/nope")[0] == 404
+    assert call(broker.web_url, "GET", f"{base}/transactionInBufferStats/{local}/x/1")[0] == 400
+    status, text = call(broker.web_url, "GET", "/metrics")
+    assert status == 200 and isinstance(text, str)
+    assert _metric(text, "pulsar_txn_tb_committed_total", topic) == 1
+    assert _metric(text, "pulsar_txn_tb_active_total", topic) == 0
+    assert _metric(text, "pulsar_txn_tp_committed_count_total", topic) == 1

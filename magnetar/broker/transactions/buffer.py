@@ -88,7 +88,9 @@ class TransactionBuffer:
         self._ending: dict[TxnId, tuple[TxnAction, asyncio.Future[None]]] = {}
         self._max_read: Position | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
-        self._last_snapshot_ms = 0
+        self.last_snapshot_ms = 0
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
         self.committed_total = 0
         self.aborted_total = 0
         self.txn_entries_total = 0
@@ -216,14 +218,14 @@ class TransactionBuffer:
     async def take_snapshot(self) -> None:
         try:
             await self._snapshots.save(self.topic, self.snapshot())
-            self._last_snapshot_ms = self._clock.now_ms()
+            self.last_snapshot_ms = self._clock.now_ms()
         except MetadataError as exc:
             log.warning("%s: transaction-buffer snapshot not written: %s", self.topic, exc)
 
     def _snapshot_soon(self) -> None:
         if self._snapshot_task is not None or self.state is not BufferState.READY:
             return
-        delay_ms = max(0, self._last_snapshot_ms + self._snapshot_min_interval_ms - self._clock.now_ms())
+        delay_ms = max(0, self.last_snapshot_ms + self._snapshot_min_interval_ms - self._clock.now_ms())
 
         async def later() -> None:
             try:
@@ -236,6 +238,7 @@ class TransactionBuffer:
 
     async def recover(self) -> None:
         """Load the snapshot, then replay the topic after its maxReadPosition. Idempotent per load."""
+        self.recover_start_ms = self._clock.now_ms()
         try:
             snapshot = await self._snapshots.load(self.topic)
         except (MetadataError, ValueError) as exc:
@@ -247,6 +250,7 @@ class TransactionBuffer:
             start = max(start, snapshot.max_read_position)
         await self._replay(self._ledger.next_valid_position(start))
         self.state = BufferState.READY
+        self.recover_end_ms = self._clock.now_ms()
         self._recompute()
         if self.recovered_entries or snapshot is None:
             await self.take_snapshot()

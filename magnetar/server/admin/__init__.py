@@ -17,6 +17,7 @@ from magnetar.server.admin.tenants import tenant_routes
 from magnetar.server.admin.topics import topic_routes
 from magnetar.server.admin.txn_batching import batched_log_routes
 from magnetar.server.admin.txn_coordinator import coordinator_routes
+from magnetar.server.admin.txn_topic import txn_topic_routes
 
 OPENAPI_PATH = "/admin/v2/openapi.json"
 
@@ -26,7 +27,8 @@ __all__ = ["OPENAPI_PATH", "add_admin_routes", "admin_routes", "error_middleware
 def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
     admin = BrokerAdmin(broker)
     return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker),
-            *permission_routes(admin), *coordinator_routes(broker), *schema_routes(broker.schemas)]
+            *permission_routes(admin), *coordinator_routes(broker), *schema_routes(broker.schemas),
+            *txn_topic_routes(admin)]
 
 
 def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:
