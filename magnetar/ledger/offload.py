@@ -74,8 +74,14 @@ async def offload_ledger(ml: ManagedLedgerImpl, ledger_id: int, now_ms: int) -> 
     if summary.offload is not None and summary.offload.complete:
         return summary
     if summary.offload is not None:
-        log.info("%s: ledger %d: cleaning interrupted offload %s", ml.name, ledger_id, summary.offload.context.uuid)
-        await discard_copy(ml, summary.offload)
+        stale = summary.offload.context
+        log.info("%s: ledger %d: cleaning interrupted offload %s", ml.name, ledger_id, stale.uuid)
+        try:
+            await store.delete(stale)
+        except StorageError as exc:  # the record keeps naming it until it is gone: nothing is orphaned
+            raise OffloadFailed(
+                f"{ml.name}: ledger {ledger_id}: the interrupted offload {stale.uuid} cannot be cleaned yet: {exc}"
+            ) from exc
     context = store.new_context(ledger_id)
     pending = LedgerOffload(context, complete=False, local_deleted=False, timestamp_ms=now_ms)
     await ml.update_summary(dataclasses.replace(summary, offload=pending))

@@ -177,3 +177,24 @@ async def test_multipart_upload_of_a_big_ledger(moto: MotoServer, aws_env: None)
         assert await store.read(context, 60, 69) == entries[60:]
     finally:
         await store.close()
+
+
+def test_service_answers_become_the_layers_errors() -> None:
+    """What S3 answers for wrong credentials, a missing bucket or object and throttling (botocore's own
+    error type, as the service's XML becomes it), and a missing credential chain."""
+    from botocore.exceptions import ClientError, NoCredentialsError
+
+    from magnetar.storage.offload import OffloadAccessDenied, OffloadError
+    from magnetar.storage.offload.s3 import translate
+
+    def answer(code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": "m"}}, "GetObject")
+
+    assert isinstance(translate(answer("InvalidAccessKeyId"), "x", bucket="b"), OffloadAccessDenied)
+    assert isinstance(translate(answer("SignatureDoesNotMatch"), "x", bucket="b"), OffloadAccessDenied)
+    assert isinstance(translate(answer("NoSuchBucket"), "x", bucket="b"), OffloadBucketMissing)
+    assert isinstance(translate(answer("NoSuchKey"), "x", bucket="b"), OffloadNotFound)
+    assert isinstance(translate(answer("SlowDown"), "x", bucket="b"), OffloadUnavailable)
+    denied = translate(NoCredentialsError(), "x", bucket="b")
+    assert isinstance(denied, OffloadAccessDenied) and "no AWS credentials" in str(denied)
+    assert not OffloadAccessDenied.retryable and OffloadError.retryable

@@ -1,0 +1,166 @@
+"""Faults of the S3 endpoint with the real broker process and the official client: the endpoint down during
+an offload (ERROR status with the reason, local copy kept and served, automatic retry under a fresh uuid
+once it is back), down during reads of offloaded ledgers (nothing delivered, never wrong data, delivery
+resumes by itself), and SIGKILL in the middle of an offload (retried after restart, the stale attempt's
+uuid never becomes the ledger's copy). The broker reaches moto through a TCP gate the test opens and closes."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.integration.admin.http import call
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import make_client
+from tests.integration.offload.conftest import BUCKET, WAIT_S, admin, internal_stats, s3_args, start_broker
+from tests.s3_server import MotoServer, TcpGate
+
+NOT_DELIVERED_MS = 3000
+RECEIVE_MS = 15_000
+EXPECTED = [b"msg-%d" % i for i in range(12)]
+
+
+@pytest.fixture(scope="module")
+def gate(moto: MotoServer) -> Iterator[TcpGate]:
+    moto.create_bucket(BUCKET)
+    g = TcpGate(moto.port).open()
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+def gated_args(gate: TcpGate) -> tuple[str, ...]:
+    return (*s3_args(gate.endpoint), "--set", "managedLedgerOffloadReadCacheSizeInBytes=0")
+
+
+@pytest.fixture(scope="module")
+def broker(gate: TcpGate, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = start_broker(Path(tmp_path_factory.mktemp("faults")), gated_args(gate))
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+def produce(broker: BrokerProcess, topic: str) -> None:
+    client = make_client(broker.url)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for data in EXPECTED:
+            producer.send(data)
+    finally:
+        client.close()
+
+
+def offloaded_count(broker: BrokerProcess, local: str, count: int) -> bool:
+    pattern = re.compile(rf"default/persistent/{local}: offloaded ledger")
+    return broker.wait_for(lambda log: len(pattern.findall(log)) >= count, WAIT_S)
+
+
+def first_context(broker: BrokerProcess, local: str) -> dict[str, Any]:
+    context: dict[str, Any] = internal_stats(broker, local)["ledgers"][0]["offloadContext"]
+    return context
+
+
+def uuid_of(context: dict[str, Any]) -> str:
+    return next(p["value"] for p in context["driverMetadata"]["properties"] if p["key"] == "uuid")
+
+
+def test_endpoint_down_during_offload_then_back(broker: BrokerProcess, gate: TcpGate, moto: MotoServer) -> None:
+    local = f"down-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://public/default/{local}"
+    produce(broker, topic)  # two sealed ledgers and a current one
+    gate.close()
+    try:
+        assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0
+        code, out = admin(broker, "topics", "offload-status", "-w", topic)
+        assert code == 1 and "Error in offload" in out and "s3 offload" in out, out
+        status = call(broker.web_url, "GET", f"/admin/v2/persistent/public/default/{local}/offload")[1]
+        assert status["status"] == "ERROR" and "s3 offload" in status["lastError"]
+        assert "offload failed" in broker.log_text()
+        stale = first_context(broker, local)
+        assert not stale["complete"] and not internal_stats(broker, local)["ledgers"][0]["offloaded"]
+        client = make_client(broker.url)
+        try:  # the local copy is whole and served
+            consumer = client.subscribe(topic, "while-down", initial_position=pulsar.InitialPosition.Earliest)
+            assert [consumer.receive(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
+        finally:
+            client.close()
+    finally:
+        gate.open()
+    assert offloaded_count(broker, local, 1), broker.log_text()[-3000:]  # the interrupted one: retried by itself
+    assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0  # the operator asks again for the rest
+    code, out = admin(broker, "topics", "offload-status", "-w", topic)
+    assert code == 0 and "success" in out, out
+    assert [x["offloaded"] for x in internal_stats(broker, local)["ledgers"]] == [True, True, False]
+    done = first_context(broker, local)
+    assert done["complete"] and uuid_of(done) != uuid_of(stale)
+    assert not [k for k in moto.keys(BUCKET) if k.startswith(uuid_of(stale))]
+
+
+def test_endpoint_down_during_reads_delivers_nothing_then_resumes(broker: BrokerProcess, gate: TcpGate) -> None:
+    local = f"reads-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://public/default/{local}"
+    produce(broker, topic)
+    assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0
+    assert admin(broker, "topics", "offload-status", "-w", topic)[0] == 0
+    pattern = f"{local}: deleted the local copy of offloaded ledger"
+    assert broker.wait_for(lambda log: log.count(pattern) >= 2, WAIT_S), broker.log_text()[-3000:]
+    client = make_client(broker.url)
+    try:
+        gate.close()
+        mark = len(broker.log_text())
+        try:
+            consumer = client.subscribe(topic, "reads", initial_position=pulsar.InitialPosition.Earliest)
+            with pytest.raises(pulsar.Timeout):
+                consumer.receive(NOT_DELIVERED_MS)  # the first ledgers are only in the store: nothing, no junk
+            assert broker.wait_for(lambda log: "EndpointConnectionError" in log[mark:], WAIT_S)
+        finally:
+            gate.open()
+        assert [consumer.receive(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED  # the dispatcher retried
+    finally:
+        client.close()
+
+
+def test_sigkill_mid_offload_is_retried_under_a_fresh_uuid(
+    gate: TcpGate, moto: MotoServer, tmp_path: Path
+) -> None:
+    proc = start_broker(tmp_path / "data", gated_args(gate))
+    try:
+        local = f"kill-{uuid.uuid4().hex[:6]}"
+        topic = f"persistent://public/default/{local}"
+        produce(proc, topic)
+        gate.stall()  # uploads hang: the offload is in the middle when the broker dies
+        try:
+            status, _ = call(proc.web_url, "PUT", f"/admin/v2/persistent/public/default/{local}/offload",
+                             {"ledgerId": 2**62, "entryId": 0, "partitionIndex": -1})
+            assert status == 204
+            assert proc.wait_for_log(f"{local}: ", WAIT_S)
+            stale = first_context(proc, local)  # step 1 is done before any upload starts
+            assert not stale["complete"]
+            proc.kill()
+        finally:
+            gate.open()
+        proc.start()
+        assert not first_context(proc, local)["complete"]  # loads the topic: the periodic pass now sees it
+        assert offloaded_count(proc, local, 1), proc.log_text()[-3000:]
+        done = first_context(proc, local)
+        assert done["complete"] and uuid_of(done) != uuid_of(stale)
+        assert not [k for k in moto.keys(BUCKET) if k.startswith(uuid_of(stale))]
+        assert admin(proc, "topics", "offload", "-s", "0", topic)[0] == 0
+        assert admin(proc, "topics", "offload-status", "-w", topic)[0] == 0
+        client = make_client(proc.url)
+        try:
+            reader = client.create_reader(topic, pulsar.MessageId.earliest)
+            assert [reader.read_next(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
+        finally:
+            client.close()
+    finally:
+        proc.kill()
