@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.audit_cli import add_audit_parser
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import NamespaceName, TopicName
 
@@ -394,6 +395,12 @@ VERBS: list[Verb] = [
     *_subscription_verbs("subscriptions"),
     *_batch_log_verbs(),
     *_coordinator_verbs(),
+    Verb("broker-stats", ("inflight-deletions",), (),
+         lambda a: Call("GET", "/admin/v2/broker-stats/inflight-deletions"),
+         "estimated ledger deletions in flight (PIP-186)"),
+    Verb("topics", ("delete-ledger",), (TOPIC, (("-l", "--ledger-id"), {"type": int, "required": True})),
+         lambda a: Call("DELETE", topic_path(a.topic) + f"/ledger/{a.ledger_id}", {}),
+         "delete one of the topic's ledgers if the topic no longer uses it (PIP-186)"),
 ]
 
 
@@ -415,6 +422,7 @@ def add_admin_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser])
         for flags, options in v.specs:
             p.add_argument(*flags, **options)
         p.set_defaults(admin_build=v.build)
+    add_audit_parser(groups)
 
 
 def _print(status: int, body: bytes, headers: dict[str, str], raw: bool) -> None:
@@ -440,6 +448,12 @@ def _print(status: int, body: bytes, headers: dict[str, str], raw: bool) -> None
 
 def run_admin(args: argparse.Namespace) -> int:
     """Run one admin verb; 0 done, 1 refused or unreachable, 2 bad usage."""
+    if getattr(args, "audit_run", None) is not None:
+        code = int(args.audit_run(args))
+        if code >= 0:
+            return code
+        fix = {"fix": "true"} if args.fix else None
+        args.admin_build = lambda a: Call("POST" if fix else "GET", "/admin/v2/broker-stats/ledger-audit", query=fix)
     try:
         built = args.admin_build(args)
         for call in built if isinstance(built, list) else [built]:

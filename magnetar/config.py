@@ -200,7 +200,13 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     ),
     "managedLedgerOffloadDeletionLagMs": ("broker", "managed_ledger_offload_deletion_lag_ms", _int, 1),
 }
-_NESTED_BROKER_SECTIONS = ("transaction_log_batching", "pending_ack_batching")
+_KEYS.update({
+    "topicTwoPhaseDeletionEnabled": ("ledger_deletion", "enabled", _bool, 1),
+    "twoPhaseDeletionLedgerDeletionParallelism": ("ledger_deletion", "parallelism", _int, 1),
+    "twoPhaseDeletionReconsumeLaterInSeconds": ("ledger_deletion", "reconsume_later_s", _int, 1),
+    "twoPhaseDeletionMaxRetryDeleteCount": ("ledger_deletion", "max_retry_count", _int, 1),
+})
+_NESTED_BROKER_SECTIONS = ("transaction_log_batching", "pending_ack_batching", "ledger_deletion")
 
 
 def known_keys() -> list[str]:

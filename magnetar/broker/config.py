@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.transactions.buffered_writer import BatchingConfig
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.storage.offload.api import OffloadSettings
@@ -56,3 +57,5 @@ class BrokerConfig:
     offload: OffloadSettings = field(default_factory=OffloadSettings)
     managed_ledger_offload_auto_trigger_size_threshold_bytes: int = -1  # namespace offload_threshold; -1 off
     managed_ledger_offload_deletion_lag_ms: int = 4 * 3600 * 1000  # namespace offload_deletion_lag_ms
+    # PIP-186: two-phase ledger deletion (broker/deletion/)
+    ledger_deletion: DeletionConfig = field(default_factory=DeletionConfig)

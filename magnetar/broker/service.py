@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.deletion.service import LedgerDeletionService
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.offload.service import OffloadService
@@ -90,6 +91,8 @@ class BrokerService:
         # what the coordinator calls to end a transaction on this broker's topics and subscriptions
         self.txn_participants = BrokerParticipants(self)
         self._txn_snapshots = MetadataSnapshotStore(metadata)
+        # PIP-186: set by the process when two-phase deletion runs (admin and metrics read it)
+        self.ledger_deletion: LedgerDeletionService | None = None
 
     async def start(self) -> None:
         """Create the cluster and the standalone namespaces if this is a fresh metadata store."""

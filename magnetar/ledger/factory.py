@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.clock import Clock, SystemClock
@@ -21,7 +22,8 @@ from magnetar.ledger.api import (
     ManagedLedgerFactory,
 )
 from magnetar.ledger.cursor import ManagedCursor, SleepMs, asyncio_sleep_ms
-from magnetar.ledger.formats import CURSORS_SEGMENT, ROOT_KEY, ledger_key
+from magnetar.ledger.deletion import DeletionQueue, PendingDeleteLedger, copy_listed
+from magnetar.ledger.formats import CURSORS_SEGMENT, ROOT_KEY, decode_ledger, ledger_key
 from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.ledger.recovery import open_managed_ledger
 from magnetar.metadata.api import MetadataError, MetadataStore
@@ -60,6 +62,35 @@ class LedgerFactory:
         self._open: dict[str, ManagedLedgerImpl] = {}
         self._opening: dict[str, asyncio.Task[ManagedLedgerImpl]] = {}
         self._closed = False
+        self._deletion_queue: Callable[[str], DeletionQueue | None] = lambda _: None
+
+    # ---- PIP-186 two-phase deletion ------------------------------------------------------------------------
+
+    def set_deletion_queue(self, queue_for: Callable[[str], DeletionQueue | None]) -> None:
+        """Drop ledgers through ``queue_for(name)`` (two phases; None = one phase) from now on, also in
+        managed ledgers already open."""
+        self._deletion_queue = queue_for
+        for ledger in self._open.values():
+            ledger.deletion_queue = queue_for(ledger.name)
+
+    async def ledger_in_use(self, request: PendingDeleteLedger) -> bool:
+        """The owner's answer for PIP-186's second phase: does ``request.topic`` still use that copy?
+        Asks the open managed ledger (after an open in progress finishes), else reads its record."""
+        name = request.topic
+        task = self._opening.get(name)
+        if task is not None:
+            await asyncio.wait([task])
+        ledger = self._open.get(name)
+        if ledger is not None:
+            return await ledger.ledger_in_use(request)
+        try:
+            stored = await self._metadata.get(ledger_key(name))
+        except MetadataError as exc:
+            raise ManagedLedgerError(f"reading the record of {name} failed: {exc}") from exc
+        if stored is None:
+            return False
+        summaries = decode_ledger(stored.value, ledger_key(name)).ledgers
+        return copy_listed(next((x for x in summaries if x.ledger_id == request.ledger_id), None), request)
 
     def _require_open(self) -> None:
         if self._closed:
@@ -83,6 +114,7 @@ class LedgerFactory:
             ledger = await open_managed_ledger(
                 name, self._store, self._metadata, config=config, clock=self._clock,
                 sleep_ms=self._sleep_ms, on_closed=self._forget, offload_store=self._offload_store,
+                deletion_queue=self._deletion_queue(name),
             )
             self._open[name] = ledger
             return ledger

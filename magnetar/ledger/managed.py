@@ -45,6 +45,7 @@ from magnetar.ledger.api import (
     TrimResult,
 )
 from magnetar.ledger.cursor import CursorPersistence, ManagedCursor, SleepMs
+from magnetar.ledger.deletion import DeletionQueue, DropsInFlight, PendingDeleteLedger, copy_listed, drop_requests
 from magnetar.ledger.formats import CursorRecord, LedgerRecord, cursor_key, encode_cursor, encode_ledger, ledger_key
 from magnetar.ledger.ledger_list import LedgerList
 from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState, check_transition
@@ -114,6 +115,10 @@ class ManagedLedgerImpl:
         self._current_broken = False
         self._writes_paused = False  # after a failed add, until the owner resumes
         self._corrupted: set[Position] = set()  # distinct damaged entries found by reads (bounded)
+        # PIP-186: when set, dropped ledgers are queued for deletion instead of deleted here (two phases)
+        self.deletion_queue: DeletionQueue | None = None
+        self._drops = DropsInFlight()
+        self._trim_lock = asyncio.Lock()  # one two-phase trim at a time
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -425,7 +430,11 @@ class ManagedLedgerImpl:
                  sealed.entries, new.ledger_id)
 
     async def delete_ledgers_quietly(self, ledger_ids: list[int]) -> None:
-        """Best effort: a ledger left behind carries custom metadata naming its owner, for the audit."""
+        """Drop ledgers the record does not list: queued for two-phase deletion when a queue is set, else
+        best effort here (a ledger left behind carries custom metadata naming its owner, for the audit)."""
+        if self.deletion_queue is not None and ledger_ids:
+            queued = await self.deletion_queue.enqueue([PendingDeleteLedger(self._name, i) for i in ledger_ids])
+            ledger_ids = [i for i in ledger_ids if i not in queued]
         for ledger_id in ledger_ids:
             try:
                 await self._store.delete(ledger_id)
@@ -489,8 +498,11 @@ class ManagedLedgerImpl:
     async def trim(self, retention: RetentionPolicy) -> TrimResult:
         """One phase: the record without the trimmed ledgers (compare-and-set), then the storage deletes.
 
-        Holds the admission lock so no rollover writes an older ledger list over ours."""
+        Holds the admission lock so no rollover writes an older ledger list over ours. With a deletion
+        queue, two phases instead (:meth:`_trim_two_phase`)."""
         self._require_writable()
+        if self.deletion_queue is not None:
+            return await self._trim_two_phase(self.deletion_queue, retention)
         async with self._admit_lock:
             self._require_writable()
             mark_deletes = [c.mark_delete_position for c in self._cursors.values()]
@@ -511,6 +523,48 @@ class ManagedLedgerImpl:
         log.info("%s: trimmed %d ledgers (%d entries, %d bytes): %s", self._name, len(chosen), result.entries,
                  result.size_bytes, sorted(gone))
         return result
+
+    async def _trim_two_phase(self, queue: DeletionQueue, retention: RetentionPolicy) -> TrimResult:
+        """Queue the ledgers to trim, then write the record without those queued, in one update. No lock
+        is held while queuing (the queue appends to other managed ledgers, which may be trimming too)."""
+        async with self._trim_lock:
+            async with self._admit_lock:
+                self._require_writable()
+                mark_deletes = [c.mark_delete_position for c in self._cursors.values()]
+                chosen = ledgers_to_trim(self._ledgers.summaries(), mark_deletes, retention, self._clock.now_ms())
+            if not chosen:
+                return TrimResult()
+            ids = [x.ledger_id for x in chosen]
+            with self._drops.holding(ids):
+                queued = await queue.enqueue([r for x in chosen for r in drop_requests(self._name, x)])
+                dropped = [x for x in chosen if x.ledger_id in queued]
+                if dropped:
+                    await self._remove_listed({x.ledger_id for x in dropped})
+        result = TrimResult(tuple(dropped), tuple(i for i in ids if i not in queued))
+        log.info("%s: trimmed %d ledgers (%d entries, %d bytes), queued for deletion: %s; kept, not queued: %s",
+                 self._name, len(dropped), result.entries, result.size_bytes, sorted(queued & set(ids)),
+                 list(result.delete_failed))
+        return result
+
+    async def _remove_listed(self, gone: set[int]) -> None:
+        async with self._admit_lock:
+            self._require_writable()
+            async with self._meta_lock:
+                kept = [x for x in self._ledgers.summaries() if x.ledger_id not in gone]
+                await self._write_record(kept, self._properties)
+            for ledger_id in sorted(gone):
+                self._ledgers.remove(ledger_id)
+
+    async def ledger_in_use(self, request: PendingDeleteLedger) -> bool:
+        """PIP-186's owner check: does the record still use this copy, once no drop holds it mid-way?"""
+        ledger_id = request.ledger_id
+        await self._drops.settled(ledger_id)
+        if self._state is LedgerState.DELETED:
+            return False
+        summaries = self._ledgers.summaries()
+        if summaries and ledger_id > summaries[-1].ledger_id and self._state is LedgerState.OPEN:
+            return True  # newer than the current ledger: a rollover is creating it (ids only grow)
+        return copy_listed(self._ledgers.get(ledger_id), request)
 
     async def _delete_trimmed(self, ledger_ids: list[int]) -> list[int]:
         failed: list[int] = []
@@ -582,6 +636,19 @@ class ManagedLedgerImpl:
 
     # ---- close and delete ----------------------------------------------------------------------------------
 
+    async def _delete_record_and_cursors(self) -> None:
+        async with self._meta_lock:
+            try:
+                await self._metadata.delete(self._key, self._version)
+            except (BadVersion, NotFound) as exc:
+                raise ManagedLedgerFenced(f"{self._name}: the record changed under us") from exc
+            except MetadataError as exc:
+                raise ManagedLedgerError(f"{self._name}: deleting the record failed: {exc}") from exc
+        for name, cursor in list(self._cursors.items()):
+            await cursor.discard()
+            await self._delete_cursor_key(cursor_key(self._name, name))
+        self._cursors.clear()
+
     async def close(self) -> None:
         """Waits for in-flight adds, flushes cursors and writes the record (current ledger counts)."""
         if self._state not in (LedgerState.OPEN, LedgerState.FENCED):
@@ -606,27 +673,30 @@ class ManagedLedgerImpl:
             self._on_closed(self)
 
     async def delete(self) -> None:
-        """Metadata first (the record by compare-and-set, then the cursors), storage second."""
+        """Metadata first (the record by compare-and-set, then the cursors), storage second. With a deletion
+        queue every ledger is queued before the record goes; if one cannot be, nothing is deleted."""
         self._require_writable()
         self._transition_to(LedgerState.DELETING)
         try:
             async with self._admit_lock:
                 await self._settled()
-            async with self._meta_lock:
-                try:
-                    await self._metadata.delete(self._key, self._version)
-                except (BadVersion, NotFound) as exc:
-                    raise ManagedLedgerFenced(f"{self._name}: the record changed under us") from exc
-                except MetadataError as exc:
-                    raise ManagedLedgerError(f"{self._name}: deleting the record failed: {exc}") from exc
-            for name, cursor in list(self._cursors.items()):
-                await cursor.discard()
-                await self._delete_cursor_key(cursor_key(self._name, name))
-            self._cursors.clear()
-            await self.delete_ledgers_quietly([x.ledger_id for x in self._ledgers.summaries()])
-            for summary in self._ledgers.summaries():
-                if summary.offload is not None:
-                    await offload.discard_copy(self, summary.offload)
+            summaries = self._ledgers.summaries()
+            ids = [x.ledger_id for x in summaries]
+            if self.deletion_queue is None:
+                await self._delete_record_and_cursors()
+                await self.delete_ledgers_quietly(ids)
+                for summary in summaries:
+                    if summary.offload is not None:
+                        await offload.discard_copy(self, summary.offload)
+            else:
+                with self._drops.holding(ids):
+                    requests = [r for s in summaries for r in drop_requests(self._name, s)]
+                    queued = await self.deletion_queue.enqueue(requests)
+                    missing = [i for i in ids if i not in queued]
+                    if missing:
+                        raise ManagedLedgerError(f"{self._name}: ledgers {missing} could not be queued for "
+                                                 "deletion; the managed ledger is kept")
+                    await self._delete_record_and_cursors()
         except BaseException:
             self._transition_to(LedgerState.CLOSED)
             self._on_closed(self)

@@ -25,6 +25,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.ledger.api import LedgerOffload, LedgerSummary, ManagedLedgerError
+from magnetar.ledger.deletion import LedgerType, PendingDeleteLedger, context_of
 from magnetar.storage.api import StorageError
 from magnetar.storage.offload.api import OffloadStore
 
@@ -55,7 +56,13 @@ def _sealed(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
 
 
 async def discard_copy(ml: ManagedLedgerImpl, offload: LedgerOffload) -> None:
-    """Best effort: delete one copy's objects (a failed or superseded attempt, a trimmed ledger)."""
+    """Delete one copy's objects (a failed or superseded attempt, a trimmed ledger): queued for two-phase
+    deletion when a queue is set, else best effort here."""
+    if ml.deletion_queue is not None:
+        request = PendingDeleteLedger(ml.name, offload.context.ledger_id, ledger_type=LedgerType.OFFLOAD_LEDGER,
+                                      offload_context=context_of(offload.context))
+        if offload.context.ledger_id in await ml.deletion_queue.enqueue([request]):
+            return
     store = ml.offload_store
     if store is None:
         log.warning("%s: cannot delete offloaded copy %s of ledger %d: no offload store", ml.name,

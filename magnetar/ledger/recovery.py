@@ -20,6 +20,7 @@ from magnetar.clock import Clock
 from magnetar.ledger.acks import AckState
 from magnetar.ledger.api import LedgerSummary, ManagedLedgerConfig, ManagedLedgerError, ManagedLedgerFenced
 from magnetar.ledger.cursor import CursorPersistence, ManagedCursor, SleepMs
+from magnetar.ledger.deletion import DeletionQueue
 from magnetar.ledger.formats import LedgerRecord, cursors_key, decode_cursor, decode_ledger, ledger_key
 from magnetar.ledger.ledger_list import LedgerList
 from magnetar.ledger.managed import ManagedLedgerImpl
@@ -40,11 +41,13 @@ async def open_managed_ledger(
     sleep_ms: SleepMs,
     on_closed: Callable[[ManagedLedgerImpl], None],
     offload_store: OffloadStore | None = None,
+    deletion_queue: DeletionQueue | None = None,
 ) -> ManagedLedgerImpl:
     ledger = ManagedLedgerImpl(
         name, store, metadata, config=config, clock=clock, sleep_ms=sleep_ms, on_closed=on_closed,
         offload_store=offload_store,
     )
+    ledger.deletion_queue = deletion_queue
     try:
         await _recover(ledger, store, metadata)
     except BaseException:

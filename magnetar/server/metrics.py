@@ -17,6 +17,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
+from magnetar.server.metrics_deletion import DeletionCollector
 from magnetar.server.metrics_txn import CoordinatorCollector
 from magnetar.server.metrics_txn_log import BufferedWriterCollector
 from magnetar.server.metrics_txn_topic import TxnTopicCollector
@@ -194,4 +195,5 @@ def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegis
     registry.register(BufferedWriterCollector(broker.txn_log_batching, broker.config.cluster_name))
     registry.register(CoordinatorCollector(broker))
     registry.register(TxnTopicCollector(broker))
+    registry.register(DeletionCollector(broker))
     return registry

@@ -20,6 +20,7 @@ from pathlib import Path
 from aiohttp import web
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
 from magnetar.broker.service import BrokerService
 from magnetar.broker.transactions.api import TxnParticipants
 from magnetar.broker.transactions.batching import LogFamily
@@ -98,6 +99,7 @@ class Standalone:
         self.web_port_tls = settings.security.web_port_tls
         self._servers: list[asyncio.Server] = []
         self._reloader: CertReloader | None = None
+        self._reclaim: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Open the stores, recover, listen. A failure to start is a ``StartupError`` naming its setting."""
@@ -116,6 +118,7 @@ class Standalone:
                                      offload_store=self.offload_store)
         self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock)
         await self.broker.start()
+        await self._start_ledger_deletion()
         if s.broker.transaction_coordinator_enabled:
             await self._start_coordinators()
         names = await self.ledgers.list_names()
@@ -230,6 +233,18 @@ class Standalone:
         broker.txn_registry = self.coordinators
         log.info("transaction coordinators ready: %d", config.transaction_coordinator_count)
 
+    async def _start_ledger_deletion(self) -> None:
+        """PIP-186: route every managed ledger's drops through the deletion topics, then sweep for ledgers
+        a crash left behind (in the background: serving does not wait for it)."""
+        config = self.settings.broker.ledger_deletion
+        if not config.enabled:
+            return
+        offloaded = OffloadStoreDeleter(self.offload_store) if self.offload_store is not None else None
+        service = LedgerDeletionService(self.ledgers, self.store, self.clock, config, offloaded)
+        await service.start()
+        self.broker.ledger_deletion = service
+        self._reclaim = asyncio.get_running_loop().create_task(service.reclaim_orphans(self.metadata))
+
     async def stop(self) -> None:
         log.info("stopping: closing %d connections", len(self._connections))
         for server in self._servers:
@@ -240,6 +255,10 @@ class Standalone:
             await conn.close()
         for task in list(self._connection_tasks):
             task.cancel()
+        if self._reclaim is not None:
+            self._reclaim.cancel()
+        if getattr(self, "broker", None) is not None and self.broker.ledger_deletion is not None:
+            await self.broker.ledger_deletion.close()
         if self.coordinators is not None:
             await self.coordinators.close()
         for name in ("runner", "broker", "ledgers", "store", "offload_store", "metadata"):

@@ -95,7 +95,7 @@ PARTITIONED_INTERNAL_STATS: Schema = {
     "properties": {"metadata": PARTITIONS, "partitions": {"type": "object", "additionalProperties": INTERNAL_STATS}},
 }
 
-_INT_PARAMS = {"n", "timestamp", "expireTimeInSeconds", "messagePosition"}
+_INT_PARAMS = {"n", "timestamp", "expireTimeInSeconds", "messagePosition", "ledgerId"}
 _TEXT = {"type": "string", "minLength": 1}
 _SEGMENT = {"type": "string", "pattern": r"^[A-Za-z0-9_\-=:.]+$"}
 _SEGMENTS = {"tenant": _SEGMENT, "namespace": _SEGMENT, "cluster": _SEGMENT}

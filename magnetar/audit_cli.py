@@ -1,0 +1,65 @@
+"""``magnetar admin audit-ledgers``: PIP-186's ledger audit, on a live broker (over the admin API) or on a
+stopped broker's data directory (``--data-dir``, opening its stores directly). ``--fix`` queues every
+orphan for deletion through the two-phase path (offline: a deletion service runs until the queue drains).
+Exit codes: 0 no orphan and no dangling reference (or all orphans fixed), 1 found some, 2 bad usage."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from magnetar.broker.deletion.audit import AuditReport, audit
+from magnetar.broker.deletion.config import DeletionConfig
+from magnetar.broker.deletion.service import LedgerDeletionService
+from magnetar.clock import SystemClock
+from magnetar.ledger.factory import LedgerFactory
+from magnetar.metadata.sqlite import SqliteMetadataStore
+from magnetar.storage.embedded import EmbeddedLedgerStore
+
+DRAIN_TIMEOUT_S = 120.0
+
+
+def add_audit_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = groups.add_parser("audit-ledgers", help="find orphan ledgers and dangling references (PIP-186)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="audit a STOPPED broker's data directory instead of the live broker at --admin-url")
+    p.add_argument("--fix", action="store_true", help="queue every orphan for two-phase deletion")
+    p.add_argument("--parallelism", type=int, default=DeletionConfig().parallelism,
+                   help="twoPhaseDeletionLedgerDeletionParallelism of that broker (offline --fix)")
+    p.set_defaults(audit_run=run_audit)
+
+
+async def audit_data_dir(data_dir: Path, *, fix: bool, parallelism: int) -> AuditReport:
+    metadata = SqliteMetadataStore(data_dir / "metadata.db")
+    store = await EmbeddedLedgerStore.open(data_dir / "ledgers", journal_sync_data=True)
+    factory = LedgerFactory(store, metadata, clock=SystemClock())
+    try:
+        if not fix:
+            return await audit(metadata, store, factory, live=False)
+        service = LedgerDeletionService(factory, store, SystemClock(), DeletionConfig(parallelism=parallelism))
+        await service.start()
+        try:
+            report = await service.audit(metadata, fix=True)
+            await asyncio.wait_for(service.drained(include_retry=False), DRAIN_TIMEOUT_S)
+            return report
+        finally:
+            await service.close()
+    finally:
+        await factory.close()
+        await store.close()
+        await metadata.close()
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    if args.data_dir is None:
+        return -1  # the live form is an ordinary admin call: the caller runs it
+    if not (args.data_dir / "metadata.db").exists():
+        print(f"magnetar admin audit-ledgers: no broker data in {args.data_dir}", file=sys.stderr)
+        return 2
+    report = asyncio.run(audit_data_dir(args.data_dir, fix=args.fix, parallelism=args.parallelism))
+    print(json.dumps(report.to_json(), indent=2))
+    found = bool(report.orphans) and report.fixed < len(report.orphans)
+    return 1 if found or report.dangling else 0
