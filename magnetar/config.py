@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.broker.config import MIB, BrokerConfig
+from magnetar.broker.listeners import parse_listeners
 from magnetar.broker.transactions.batching import LogFamily
 from magnetar.broker.transactions.batching import problems as batching_problems
 from magnetar.ledger.api import ManagedLedgerConfig
@@ -82,6 +83,11 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
+def _listeners(text: str) -> str:
+    parse_listeners(text)  # refuse a malformed list at startup, naming the item
+    return text.strip()
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip()
@@ -100,6 +106,8 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "journalSyncData": ("settings", "journal_sync_data", _bool, 1),
     "clusterName": ("broker", "cluster_name", _nonempty, 1),
     "advertisedAddress": ("broker", "advertised_address", _str, 1),
+    "advertisedListeners": ("broker", "advertised_listeners", _listeners, 1),
+    "internalListenerName": ("broker", "internal_listener_name", _str, 1),
     "schemaCompatibilityStrategy": ("broker", "schema_compatibility_strategy", _choice(
         "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE",
         "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"), 1),

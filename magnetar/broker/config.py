@@ -19,6 +19,8 @@ MIB = 1024 * 1024
 class BrokerConfig:
     cluster_name: str = "standalone"
     advertised_address: str | None = None  # None: answer lookups with the address the client reached
+    advertised_listeners: str = ""  # advertisedListeners: name:pulsar://host:port,... (see broker/listeners.py)
+    internal_listener_name: str = ""  # internalListenerName: the listener lookups without a name get
     schema_compatibility_strategy: str = "FULL"  # schemaCompatibilityStrategy, when a namespace sets none
     is_allow_auto_update_schema_enabled: bool = True  # isAllowAutoUpdateSchemaEnabled
     schema_validation_enforced: bool = False  # schemaValidationEnforced

@@ -33,6 +33,7 @@ from magnetar.clock import SystemClock
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.api import MetadataStore
 from magnetar.metadata.sqlite import SqliteMetadataStore
+from magnetar.server.admin.lookup import BROKER_PORT
 from magnetar.server.auth import SecurityContext, SecuritySettings
 from magnetar.server.auth.tls import CertReloader
 from magnetar.server.connection import ServerConnection
@@ -165,7 +166,10 @@ class Standalone:
 
     async def _start_web(self) -> None:
         s = self.settings
-        self.runner = web.AppRunner(web_app(self.broker, self.security), access_log=None)
+        app = web_app(self.broker, self.security)
+        if self.broker_port is not None:
+            app[BROKER_PORT] = self.broker_port  # HTTP lookups answer with the bound binary port
+        self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         if s.web_port is not None:
             self.web_port = await self._site(s.web_port, None, "webServicePort (--web-port)")

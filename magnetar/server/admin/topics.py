@@ -56,6 +56,8 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
     async def get_partitions(req: web.Request) -> web.Response:
         topic = _topic(req)
         await admin.targets(topic)  # 404 for an unknown namespace
+        if flag(req, "checkAllowAutoCreation"):  # an http:// client's partitioned-metadata lookup
+            return ok({"partitions": (await admin.broker.partitioned_metadata(topic)).partitions})
         return ok({"partitions": await admin.partitions(topic)})
 
     async def delete_partitioned(req: web.Request) -> web.Response:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
 from magnetar.broker.errors import TOPIC_NOT_FOUND, BrokerError
+from magnetar.broker.listeners import listener_urls
 from magnetar.broker.names import NamespaceName, TopicName
 
 if TYPE_CHECKING:
@@ -62,11 +63,16 @@ async def on_lookup(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memory
         await conn.auth.require_lookup(topic)
         if not await conn.broker.namespace_exists(topic.namespace_name):
             raise BrokerError(f"Namespace {topic.namespace_name} does not exist")
+        config = conn.broker.config
+        listener = listener_urls(config.advertised_listeners, config.internal_listener_name,
+                                 req.advertised_listener_name or None)
     except BrokerError as exc:
         code = exc.server_error if exc.server_error else TOPIC_NOT_FOUND
         conn.send_frame(proto.encode_command(proto.commands.lookup_failure(req.request_id, code, str(exc))))
         return
     url, tls_url = conn.auth.lookup_urls(broker_host(conn), conn.local_address[1])
+    if listener is not None:  # advertisedListeners: the named (or internal) listener's URLs
+        url, tls_url = listener.pulsar or url, listener.pulsar_ssl or tls_url
     conn.send_frame(proto.encode_command(proto.commands.lookup_response(req.request_id, url, broker_url_tls=tls_url)))
 
 
