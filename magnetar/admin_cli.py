@@ -156,6 +156,21 @@ def _tenant_body(a: argparse.Namespace) -> dict[str, list[str]]:
     return {"adminRoles": _split(a.admin_roles), "allowedClusters": _split(a.allowed_clusters) or ["standalone"]}
 
 
+CLUSTER_URLS: tuple[Spec, ...] = (
+    (("--url",), {"default": "", "help": "admin HTTP URL (serviceUrl)"}),
+    (("--url-secure",), {"default": "", "help": "admin HTTPS URL (serviceUrlTls)"}),
+    (("--broker-url",), {"default": "", "help": "binary protocol URL (brokerServiceUrl)"}),
+    (("--broker-url-secure",), {"default": "", "help": "binary protocol TLS URL (brokerServiceUrlTls)"}),
+)
+
+
+def _cluster(a: argparse.Namespace, method: str) -> Call:
+    body = {"serviceUrl": a.url, "serviceUrlTls": a.url_secure, "brokerServiceUrl": a.broker_url,
+            "brokerServiceUrlTls": a.broker_url_secure}
+    return Call(method, f"/admin/v2/clusters/{urllib.parse.quote(a.name, safe='')}",
+                {k: v for k, v in body.items() if v})
+
+
 def _retention(a: argparse.Namespace) -> dict[str, int]:
     return {"retentionTimeInMinutes": _amount(a.time, _UNITS_MIN, "retention time"),
             "retentionSizeInMB": _amount(a.size, _UNITS_MB, "retention size")}
@@ -325,6 +340,10 @@ def _t(suffix: str, method: str = "GET") -> Build:
 VERBS: list[Verb] = [
     Verb("clusters", ("list",), (), lambda a: Call("GET", "/admin/v2/clusters"), "list clusters"),
     Verb("clusters", ("get",), (NAME,), lambda a: Call("GET", f"/admin/v2/clusters/{a.name}"), "get a cluster"),
+    Verb("clusters", ("create",), (NAME, *CLUSTER_URLS), lambda a: _cluster(a, "PUT"), "register a cluster"),
+    Verb("clusters", ("update",), (NAME, *CLUSTER_URLS), lambda a: _cluster(a, "POST"), "update a cluster's URLs"),
+    Verb("clusters", ("delete",), (NAME,), lambda a: Call("DELETE", f"/admin/v2/clusters/{a.name}"),
+         "delete a cluster"),
     Verb("tenants", ("list",), (), lambda a: Call("GET", "/admin/v2/tenants"), "list tenants"),
     Verb("tenants", ("get",), (TENANT,), lambda a: Call("GET", f"/admin/v2/tenants/{a.tenant}"), "get a tenant"),
     Verb("tenants", ("create",), (TENANT, ROLES, CLUSTERS),
@@ -386,6 +405,12 @@ VERBS: list[Verb] = [
          "partitioned internal stats"),
     Verb("topics", ("last-message-id",), (TOPIC,), _t("/lastMessageId"), "the last message id"),
     Verb("topics", ("unload",), (TOPIC,), _t("/unload", "PUT"), "unload a topic"),
+    Verb("topics", ("set-replication-clusters",), (TOPIC, (("-c", "--clusters"), {"required": True})),
+         lambda a: Call("POST", topic_path(a.topic) + "/replication", _split(a.clusters)),
+         "set the topic's replication clusters"),
+    Verb("topics", ("get-replication-clusters",), (TOPIC,), _t("/replication"), "the topic's replication clusters"),
+    Verb("topics", ("remove-replication-clusters",), (TOPIC,), _t("/replication", "DELETE"),
+         "remove the topic's replication clusters (the namespace's apply)"),
     Verb("topics", ("terminate",), (TOPIC,), _t("/terminate", "POST"), "terminate a topic"),
     Verb("topics", ("offload",), (TOPIC, (("-s", "--size-threshold"), {"required": True})), _offload,
          "offload the ledgers before the newest --size-threshold bytes (10M, 1G...)"),

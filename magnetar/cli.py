@@ -13,6 +13,7 @@ from pathlib import Path
 
 from magnetar import __version__
 from magnetar.admin_cli import add_admin_parser, run_admin
+from magnetar.client.remote import RemoteProducers
 from magnetar.config import ConfigError, build_settings, parse_overrides, port_number, read_file
 from magnetar.perf import add_perf_parser, run_perf
 from magnetar.server.standalone import StandaloneSettings, StartupError, run_standalone
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"magnetar: {exc}", file=sys.stderr)
             return 2
         try:
-            _run(run_standalone(settings))
+            _run(run_standalone(settings, RemoteProducers()))
         except StartupError as exc:
             print(f"magnetar: cannot start: {exc}", file=sys.stderr)
             return 1

@@ -135,6 +135,8 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "defaultRetentionSizeInMB": ("broker", "default_retention_size_mb", _int, 1),
     "ttlDurationDefaultInSeconds": ("broker", "ttl_duration_default_seconds", _int, 1),
     "retentionCheckIntervalInSeconds": ("broker", "retention_check_interval_seconds", _int, 1),
+    "replicationProducerQueueSize": ("broker", "replication_producer_queue_size", _int, 1),
+    "replicationPolicyCheckDurationSeconds": ("broker", "replication_policy_check_duration_seconds", _int, 1),
     "managedLedgerMaxEntriesPerLedger": ("ledger", "max_entries_per_ledger", _int, 1),
     "managedLedgerMaxSizePerLedgerMbytes": ("ledger", "max_size_per_ledger_bytes", _int, MIB),
     "managedLedgerMaxLedgerRolloverTimeMinutes": ("ledger", "max_ledger_rollover_time_ms", _int, 60_000),

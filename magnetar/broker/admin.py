@@ -30,6 +30,7 @@ from magnetar.broker.errors import (
     TopicNotFound,
 )
 from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.replication.service import stop_replicators
 from magnetar.broker.service import PARTITIONS_MAX, BrokerService, namespace_key, partitioned_topic_key
 from magnetar.broker.topic import TERMINATED_PROPERTY, PersistentTopic
 from magnetar.ledger.api import ManagedLedgerError, Position
@@ -216,10 +217,19 @@ class BrokerAdmin:
         else:
             stored[field] = POLICY_SETTERS[field](value)
             if field == "replication_clusters":
-                known = set(await self.clusters())
-                if any(c not in known for c in stored[field]):
-                    raise PreconditionFailed("Invalid cluster id: the cluster does not exist")
+                await self.check_replication_clusters(ns.tenant, stored[field])
         await self._put(namespace_key(ns), stored, record.version)
+        if field == "replication_clusters":
+            await self.broker.replication.reconcile_all(ns)  # start new replicators, remove dropped ones
+
+    async def check_replication_clusters(self, tenant: str, clusters: list[str]) -> None:
+        known = set(await self.clusters())
+        if any(c not in known for c in clusters):
+            raise PreconditionFailed("Invalid cluster id: the cluster does not exist")
+        allowed = (await self.tenant(tenant))["allowedClusters"]
+        refused = [c for c in clusters if c not in allowed]
+        if refused:
+            raise PreconditionFailed(f"Clusters {refused} are not in the allowed clusters of tenant {tenant}")
 
     async def update_policy(self, ns: NamespaceName, field: str, change: Callable[[Any], Any]) -> None:
         """Read one policy field, apply ``change`` to it and write the result back, by compare-and-set."""
@@ -348,6 +358,7 @@ class BrokerAdmin:
             if self.broker.topics.get(str(topic)) is loaded:
                 del self.broker.topics[str(topic)]
             loaded.closed = True
+            await stop_replicators(loaded)
             for sub in list(loaded.subscriptions.values()):
                 await sub.close()
             ledger = loaded.ledger

@@ -61,3 +61,6 @@ class BrokerConfig:
     managed_ledger_offload_deletion_lag_ms: int = 4 * 3600 * 1000  # namespace offload_deletion_lag_ms
     # PIP-186: two-phase ledger deletion (broker/deletion/)
     ledger_deletion: DeletionConfig = field(default_factory=DeletionConfig)
+    # geo-replication (broker/replication/)
+    replication_producer_queue_size: int = 1000  # replicationProducerQueueSize: entries in flight per replicator
+    replication_policy_check_duration_seconds: int = 600  # replicationPolicyCheckDurationSeconds

@@ -39,6 +39,14 @@ def last_sequence_id_of(metadata: proto.pb.MessageMetadata) -> int | None:
     return int(metadata.sequence_id) + max(count, 1) - 1
 
 
+def dedup_key(metadata: proto.pb.MessageMetadata) -> str:
+    """Whose sequence ids an entry continues: its producer, or for a geo-replicated copy the original
+    producer in its source cluster (two clusters may each have a producer of the same name)."""
+    if metadata.replicated_from:
+        return f"{metadata.replicated_from}/{metadata.producer_name}"
+    return metadata.producer_name
+
+
 class Deduplication:
     def __init__(
         self,
@@ -81,7 +89,8 @@ class Deduplication:
                 meta = proto.parse_entry_metadata(entry.data)
                 last = last_sequence_id_of(meta)
                 if last is not None and not meta.HasField("marker_type"):
-                    self._persisted[meta.producer_name] = max(self._persisted.get(meta.producer_name, -1), last)
+                    key = dedup_key(meta)
+                    self._persisted[key] = max(self._persisted.get(key, -1), last)
             replayed += len(entries)
         self._pushed = dict(self._persisted)
         self._since_snapshot = replayed

@@ -15,12 +15,14 @@ import logging
 import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.offload.service import OffloadService
+from magnetar.broker.replication.service import ReplicationService
 from magnetar.broker.retention import ExpiringTopic, RetentionService
 from magnetar.broker.schema import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
@@ -93,6 +95,12 @@ class BrokerService:
         self._txn_snapshots = MetadataSnapshotStore(metadata)
         # PIP-186: set by the process when two-phase deletion runs (admin and metrics read it)
         self.ledger_deletion: LedgerDeletionService | None = None
+        # geo-replication; inert until the composition root supplies ``replication.factory``
+        self.replication = ReplicationService(
+            self, metadata, self.clock, local_cluster=config.cluster_name,
+            queue_size=config.replication_producer_queue_size,
+            check_interval_s=config.replication_policy_check_duration_seconds,
+        )
 
     async def start(self) -> None:
         """Create the cluster and the standalone namespaces if this is a fresh metadata store."""
@@ -108,6 +116,7 @@ class BrokerService:
                 await self.metadata.put(namespace_key(ns), json.dumps({}).encode())
         self.retention.start()
         self.offload.start()
+        self.replication.start()
 
     def new_producer_name(self) -> str:
         self._producer_counter += 1
@@ -137,6 +146,19 @@ class BrokerService:
             if record is not None:
                 return PartitionedMetadata(int(json.loads(record.value)["partitions"]))
         return PartitionedMetadata(0)
+
+    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]:
+        """The namespace's stored policies ({} when it has none or does not exist)."""
+        record = await self._get(namespace_key(ns))
+        value = json.loads(record.value or b"{}") if record is not None else {}
+        return value if isinstance(value, dict) else {}
+
+    async def partition_count(self, topic: TopicName) -> int:
+        record = await self._get(partitioned_topic_key(topic))
+        return int(json.loads(record.value)["partitions"]) if record is not None else 0
+
+    async def list_topic_names(self) -> list[TopicName]:
+        return [TopicName.from_managed_ledger_name(n) for n in await self.ledgers.list_names()]
 
     async def auto_topic_creation(self, ns: NamespaceName) -> AutoTopicCreation:
         """The broker's auto-creation settings, overridden by the namespace's ``autoTopicCreationOverride``."""
@@ -296,6 +318,11 @@ class BrokerService:
             ),
         )
         await loaded.start()
+        try:
+            await self.replication.topic_loaded(loaded)
+        except BaseException:
+            await loaded.close()
+            raise
         log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),
                  len(loaded.subscriptions))
         return loaded
@@ -314,6 +341,7 @@ class BrokerService:
         self.closing = True
         await self.retention.stop()
         await self.offload.stop()
+        await self.replication.close()
         for topic in list(self.topics.values()):
             try:
                 await topic.close()

@@ -15,6 +15,7 @@ from typing import Any
 
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.producer import Producer
+from magnetar.broker.replication.stats import replication_stats, sum_replication
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.txn_stats import topic_counts
@@ -189,7 +190,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "publishers": [publisher_stats(p, rates, name) for p in topic.producers.values()],
         "waitingPublishers": len(topic.access.waiting),
         "subscriptions": subs,
-        "replication": {},
+        "replication": replication_stats(name, topic.replicators.values(), topic.producers.values(), rates),
         "deduplicationStatus": "Enabled" if topic.dedup_enabled else "Disabled",
         "topicEpoch": topic.current_epoch(),
         "nonContiguousDeletedMessagesRanges": ranges,
@@ -232,6 +233,7 @@ def partitioned_stats(
         stats.setdefault(key, value)
     stats["averageMsgSize"] = stats["msgThroughputIn"] / stats["msgRateIn"] if stats["msgRateIn"] > 0 else 0.0
     stats.update({"publishers": publishers, "subscriptions": subs, "metadata": {"partitions": count}})
+    stats["replication"] = sum_replication(p["replication"] for p in partitions.values())
     stats["partitions"] = partitions if per_partition else {}
     return stats
 
@@ -246,9 +248,11 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
     cursors = {}
     for name, sub in topic.subscriptions.items():
         cursors[name] = cursor_stats(sub)
-    for name, cursor in ledger.cursors.items():  # system cursors (deduplication) have no subscription
+    for name, cursor in ledger.cursors.items():  # system cursors (deduplication, replication): no subscription
         if name not in cursors:
-            cursors[name] = _cursor_json(cursor.mark_delete_position, cursor.read_position, [], 0, cursor.properties)
+            cursors[name] = _cursor_json(cursor.mark_delete_position, cursor.read_position,
+                                         cursor.individually_deleted_ranges(), cursor.backlog_entries(),
+                                         cursor.properties)
     return {
         "entriesAddedCounter": ledger.entries_added,
         "numberOfEntries": ledger.number_of_entries(),

@@ -16,7 +16,7 @@ from magnetar import protocol as proto
 from magnetar.broker.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
 from magnetar.broker.buckets import entry_size_buckets, write_latency_buckets
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dedup import Deduplication, is_partial_chunk
+from magnetar.broker.dedup import Deduplication, dedup_key, is_partial_chunk, last_sequence_id_of
 from magnetar.broker.errors import (
     BrokerError,
     ConsumerBusy,
@@ -30,6 +30,7 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.names import TopicName
 from magnetar.broker.producer import Producer, failed_publish
+from magnetar.broker.replication.api import ReplicatorView, is_replicator_producer
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.topic_txn import TopicTransactions
@@ -44,7 +45,6 @@ from magnetar.ledger.api import (
 from magnetar.storage.api import StorageError
 
 log = logging.getLogger("magnetar.broker.topic")
-
 
 
 class PersistentTopic:
@@ -90,6 +90,7 @@ class PersistentTopic:
         self._recovering_from_failure = False
         self.access = ProducerAccess(self, self._fence)
         self.txn = transactions(self) if transactions is not None else None  # the transaction buffer and acks
+        self.replicators: dict[str, ReplicatorView] = {}  # by remote cluster; the replication service fills it
         for cursor_name, cursor in ledger.cursors.items():
             if is_reserved_cursor(cursor_name):
                 continue
@@ -197,13 +198,17 @@ class PersistentTopic:
             last_seq = highest_sequence_id
         else:
             last_seq = sequence_id + max(num_messages, 1) - 1
-        name = producer.name
+        name, dedup_seq, checked = producer.name, sequence_id, last_seq is not None
+        if metadata.replicated_from and is_replicator_producer(name):
+            # a geo-replicated copy: deduplicate by the original producer and sequence ids (as Pulsar does)
+            name, dedup_seq, last_seq, checked = dedup_key(metadata), metadata.sequence_id, last_sequence_id_of(
+                metadata), True
         if self._recovering_from_failure:
             # an append failed: nothing may land until every publish before it has settled (ordering, dedup)
             refused = PersistenceError(f"{self.name} is recovering from a failed write; send again")
             return producer.track(sequence_id, highest_sequence_id, failed_publish(refused))
-        if last_seq is not None and self.dedup.is_duplicate(name, sequence_id):
-            return producer.track(sequence_id, highest_sequence_id, self.dedup.answer_duplicate(name, sequence_id))
+        if checked and self.dedup.is_duplicate(name, dedup_seq):
+            return producer.track(sequence_id, highest_sequence_id, self.dedup.answer_duplicate(name, dedup_seq))
         try:
             txn = self.txn.send_started(metadata) if self.txn is not None else None
         except BrokerError as exc:
@@ -212,7 +217,7 @@ class PersistentTopic:
         result: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         if txn is not None and self.txn is not None:
             self.txn.watch_send(txn, result)
-        self._start_append(producer, last_seq, num_messages, entry, result)
+        self._start_append(producer, name, last_seq, num_messages, entry, result)
         if last_seq is not None:
             self.dedup.pushed(name, last_seq, result)
         producer.msg_in_counter += num_messages
@@ -222,6 +227,7 @@ class PersistentTopic:
     def _start_append(
         self,
         producer: Producer,
+        name: str,
         last_seq: int | None,
         num_messages: int,
         entry: bytes,
@@ -229,21 +235,21 @@ class PersistentTopic:
     ) -> None:
         """Take the entry's place in the ledger now; ``_appended`` finishes the publish (no task per send)."""
         if self.closed:
-            self._append_failed(producer, last_seq, result, NotAllowed(f"Topic {self.name} is closed"))
+            self._append_failed(name, last_seq, result, NotAllowed(f"Topic {self.name} is closed"))
             return
         if producer.fenced:
             refused = ProducerFenced(f"Producer {producer.name} is fenced or no longer attached to {self.name}")
-            self._append_failed(producer, last_seq, result, refused)
+            self._append_failed(name, last_seq, result, refused)
             return
         try:
             added = self.ledger.add_entry_future(entry)
         except (ManagedLedgerError, StorageError) as exc:
             self._recovering_from_failure = True
-            self._append_failed(producer, last_seq, result, self._persistence_error(exc))
+            self._append_failed(name, last_seq, result, self._persistence_error(exc))
             return
         started_ms = self.clock.monotonic_ms()
         added.add_done_callback(
-            functools.partial(self._appended, producer, last_seq, num_messages, len(entry), started_ms, result)
+            functools.partial(self._appended, name, last_seq, num_messages, len(entry), started_ms, result)
         )
 
     def _persistence_error(self, exc: BaseException) -> PersistenceError:
@@ -252,17 +258,17 @@ class PersistentTopic:
         return error
 
     def _append_failed(
-        self, producer: Producer, last_seq: int | None, result: asyncio.Future[Position], exc: Exception
+        self, name: str, last_seq: int | None, result: asyncio.Future[Position], exc: Exception
     ) -> None:
         self._publish_settled()
         if last_seq is not None:
-            self.dedup.failed(producer.name)
+            self.dedup.failed(name)
         if not result.done():
             result.set_exception(exc)
 
     def _appended(
         self,
-        producer: Producer,
+        name: str,
         last_seq: int | None,
         num_messages: int,
         size_bytes: int,
@@ -274,12 +280,12 @@ class PersistentTopic:
         if error is not None:
             if isinstance(error, (ManagedLedgerError, StorageError)):
                 self._recovering_from_failure = True
-            self._append_failed(producer, last_seq, result, self._persistence_error(error))
+            self._append_failed(name, last_seq, result, self._persistence_error(error))
             return
         position = added.result()
         self._publish_settled()
         if last_seq is not None:
-            self.dedup.persisted(producer.name, last_seq, position)
+            self.dedup.persisted(name, last_seq, position)
         else:
             self.dedup.entry_stored(position)
         self.write_latency_ms.record(self.clock.monotonic_ms() - started_ms)
@@ -291,8 +297,11 @@ class PersistentTopic:
             result.set_result(position)
 
     def wake_subscriptions(self) -> None:
+        """Entries were stored: wake the dispatchers and the replicators."""
         for sub in self.subscriptions.values():
             sub.new_entries()
+        for replicator in self.replicators.values():
+            replicator.wake()
 
     async def append_internal(self, entry: bytes) -> Position:
         """Append an entry the broker writes (a transaction marker), failing like a publish does."""
@@ -427,6 +436,8 @@ class PersistentTopic:
 
     async def close(self) -> None:
         self.closed = True
+        for remote in list(self.replicators):
+            await self.replicators.pop(remote).stop()
         for sub in list(self.subscriptions.values()):
             await sub.close()
         if self.txn is not None:

@@ -157,6 +157,14 @@ class Client:
         self._closeables.append(partitioned)
         return partitioned
 
+    async def create_entry_producer(self, topic: str, **options: Any) -> Producer:
+        """A producer on exactly ``topic`` (a partition's name stays a partition; no batching) whose
+        ``send_entry`` sends stored entries as they are: the geo-replicator's producer. The caller closes it."""
+        config = ProducerConfig(topic=full_topic_name(topic), batching=None, **options)
+        producer = Producer(self._context, config.topic, config)
+        await producer.start()
+        return producer
+
     async def _dlq_producer(self, topic: str, initial_subscription: str | None) -> Producer | PartitionedProducer:
         return await self.create_producer(topic, initial_subscription_name=initial_subscription)
 

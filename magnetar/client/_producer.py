@@ -76,6 +76,7 @@ class _OpSend:
     is_chunk: bool = False
     pending_messages: int = field(default=1)  # what this op frees in max_pending_messages
     txn_id: tuple[int, int] | None = None
+    marker: bool = False
 
 
 class Producer:
@@ -306,6 +307,25 @@ class Producer:
             self._send_single(msg)
         return fut
 
+    def send_entry(
+        self, entry: bytes, *, num_messages: int | None, is_chunk: bool = False, marker: bool = False
+    ) -> SendFuture:
+        """Send a complete entry (magic, CRC, metadata, payload) as it is, e.g. a geo-replicated copy whose
+        metadata keeps its original producer name and sequence id; ``num_messages`` only for a batch. The
+        SEND carries this producer's own next sequence id, so receipts match as for any send."""
+        self._check_open()
+        if self._pending_messages >= self._config.max_pending_messages:
+            raise ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}")
+        self._flush_batch()
+        count = max(1, num_messages or 1)
+        seq = self._next_seq
+        self._next_seq += count
+        fut: SendFuture = asyncio.get_running_loop().create_future()
+        self._pending_messages += 1
+        self._enqueue(_OpSend(seq, bytes(entry), [fut], count, num_messages is not None,
+                              self._ctx.clock.monotonic_ms(), is_chunk=is_chunk, marker=marker))
+        return fut
+
     def _check_open(self) -> None:
         if self._failure is not None:
             raise self._failure
@@ -385,7 +405,7 @@ class Producer:
     def _write(self, op: _OpSend) -> None:
         assert self._conn is not None
         cmd = commands.send(self._id, op.sequence_id, op.num_messages if op.batch else None, op.is_chunk,
-                            txnid=op.txn_id)
+                            txnid=op.txn_id, marker=op.marker)
         with contextlib.suppress(PulsarClientError):  # going away: on_disconnect resends what is pending
             self._conn.send_payload(cmd, op.entry)
 

@@ -21,6 +21,7 @@ from magnetar.server.metrics_deletion import DeletionCollector
 from magnetar.server.metrics_txn import CoordinatorCollector
 from magnetar.server.metrics_txn_log import BufferedWriterCollector
 from magnetar.server.metrics_txn_topic import TxnTopicCollector
+from magnetar.server.replication_metrics import ReplicationCollector
 
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
 SUB_LABELS = [*TOPIC_LABELS, "subscription"]
@@ -196,4 +197,5 @@ def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegis
     registry.register(CoordinatorCollector(broker))
     registry.register(TxnTopicCollector(broker))
     registry.register(DeletionCollector(broker))
+    registry.register(ReplicationCollector(broker, rates))
     return registry

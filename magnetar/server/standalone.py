@@ -21,6 +21,7 @@ from aiohttp import web
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
+from magnetar.broker.replication.api import RemoteProducerFactory
 from magnetar.broker.service import BrokerService
 from magnetar.broker.transactions.api import TxnParticipants
 from magnetar.broker.transactions.batching import LogFamily
@@ -83,13 +84,16 @@ class Standalone:
         metadata: MetadataStore | None = None,
         store: LedgerStore | None = None,
         txn_participants: TxnParticipants | None = None,
+        remote_producers: RemoteProducerFactory | None = None,
     ) -> None:
         """``metadata`` and ``store`` replace the embedded SQLite and file stores (component tests);
-        ``txn_participants`` replaces the topics' side of transactions (coordinator tests)."""
+        ``txn_participants`` replaces the topics' side of transactions (coordinator tests);
+        ``remote_producers`` enables geo-replication (the composition root supplies a client-based one)."""
         self.settings = settings
         self._given_metadata = metadata
         self._given_store = store
         self._given_participants = txn_participants
+        self._remote_producers = remote_producers
         self.coordinators: TransactionCoordinatorService | None = None
         self.clock = SystemClock()
         self._connections: set[ServerConnection] = set()
@@ -118,6 +122,7 @@ class Standalone:
         self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock,
                                      offload_store=self.offload_store)
         self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock)
+        self.broker.replication.factory = self._remote_producers
         await self.broker.start()
         await self._start_ledger_deletion()
         if s.broker.transaction_coordinator_enabled:
@@ -290,8 +295,8 @@ async def open_checked_offload_store(settings: OffloadSettings) -> BlockOffloadS
     return store
 
 
-async def run_standalone(settings: StandaloneSettings) -> None:
-    standalone = Standalone(settings)
+async def run_standalone(settings: StandaloneSettings, remote_producers: RemoteProducerFactory | None = None) -> None:
+    standalone = Standalone(settings, remote_producers=remote_producers)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

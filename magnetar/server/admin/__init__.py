@@ -13,6 +13,7 @@ from magnetar.server.admin.deletion import deletion_routes
 from magnetar.server.admin.lookup import lookup_routes
 from magnetar.server.admin.openapi import openapi_document
 from magnetar.server.admin.permissions import permission_routes
+from magnetar.server.admin.replication import replication_routes
 from magnetar.server.admin.routes import Route, error_middleware
 from magnetar.server.admin.schemas import schema_routes
 from magnetar.server.admin.tenants import tenant_routes
@@ -30,7 +31,8 @@ def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
     admin = BrokerAdmin(broker)
     return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker),
             *permission_routes(admin), *coordinator_routes(broker), *schema_routes(broker.schemas),
-            *txn_topic_routes(admin), *deletion_routes(broker), *lookup_routes(broker)]
+            *txn_topic_routes(admin), *deletion_routes(broker), *lookup_routes(broker),
+            *replication_routes(admin)]
 
 
 def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:

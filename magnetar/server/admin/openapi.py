@@ -18,7 +18,12 @@ TENANT_INFO: Schema = {
     "type": "object",
     "properties": {"adminRoles": STRING_LIST, "allowedClusters": STRING_LIST},
 }
-CLUSTER: Schema = {"type": "object", "properties": {"serviceUrl": {"type": "string"}}}
+CLUSTER: Schema = {
+    "type": "object",
+    "properties": {k: {"type": "string"} for k in (
+        "serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls", "proxyServiceUrl", "proxyProtocol",
+        "authenticationPlugin", "authenticationParameters", "brokerClientTrustCertsFilePath", "listenerName")},
+}
 RETENTION: Schema = {
     "type": "object",
     "properties": {"retentionTimeInMinutes": {**_INT, "minimum": -1}, "retentionSizeInMB": {**_INT, "minimum": -1}},
