@@ -130,7 +130,8 @@ def test_removing_a_cluster_removes_its_replicator_and_cursor(geo: Clusters) -> 
     path = f"{ns}/t"
     with geo.client("a") as ca:
         ca.create_producer(f"persistent://{path}").send(b"x")
-        wait_until(lambda: set(geo.stats("a", path)["replication"]) == {"b", "c"}, "two replicators")
+        wait_until(lambda: all(geo.stats("a", path)["replication"].get(r, {}).get("connected") for r in "bc"),
+                   "two connected replicators")
         assert call(geo["a"].web_url, "POST", f"/admin/v2/namespaces/{ns}/replication", ["a", "b"])[0] == 204
         replication = geo.stats("a", path)["replication"]
         assert replication["b"]["outboundConnection"]
