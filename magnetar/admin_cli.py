@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.audit_cli import add_audit_parser
+from magnetar.admin_conn import AdminConnection, ConnectionSettingsError, add_connection_options, connection_from_args
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import NamespaceName, TopicName
 
-DEFAULT_ADMIN_URL = "http://localhost:8080"
 TIMEOUT_S = 30.0
 RESPONSE_BYTES_MAX = 64 * 1024 * 1024
 _UNITS_MIN = {"m": 1, "h": 60, "d": 1440, "w": 10080, "y": 525600}
@@ -55,16 +55,16 @@ class HttpError(Exception):
     reason: str
 
 
-def _request(base: str, call: Call) -> tuple[int, bytes, dict[str, str]]:
-    url = base.rstrip("/") + call.path
+def _request(conn: AdminConnection, call: Call) -> tuple[int, bytes, dict[str, str]]:
+    url = conn.url.rstrip("/") + call.path
     if call.query:
         url += "?" + urllib.parse.urlencode(call.query)
     data = json.dumps(call.body).encode() if call.body is not None else None
-    req = urllib.request.Request(url, data=data, method=call.method)
+    req = urllib.request.Request(url, data=data, method=call.method, headers=conn.headers)
     if data is not None:
         req.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=conn.context) as resp:
             return resp.status, resp.read(RESPONSE_BYTES_MAX), dict(resp.headers.items())
     except urllib.error.HTTPError as exc:
         body = exc.read(RESPONSE_BYTES_MAX)
@@ -277,7 +277,7 @@ def _offload(a: argparse.Namespace) -> Call:
     from magnetar.broker.offload.policy import threshold_message_id
 
     threshold = _amount(a.size_threshold, _UNITS_BYTES, "size threshold")
-    _, body, _ = _request(a.admin_url, Call("GET", topic_path(a.topic) + "/internalStats"))
+    _, body, _ = _request(a.admin_conn, Call("GET", topic_path(a.topic) + "/internalStats"))
     ledgers = [(int(x["ledgerId"]), int(x["size"])) for x in json.loads(body).get("ledgers", [])]
     until = threshold_message_id(ledgers, threshold)
     if until is None:
@@ -291,7 +291,7 @@ def _offload_status(a: argparse.Namespace) -> list[Call]:
     import time
 
     for _ in range(OFFLOAD_POLLS_MAX if a.wait_complete else 1):
-        _, body, _ = _request(a.admin_url, Call("GET", topic_path(a.topic) + "/offload"))
+        _, body, _ = _request(a.admin_conn, Call("GET", topic_path(a.topic) + "/offload"))
         status = json.loads(body)
         if status.get("status") != "RUNNING" or not a.wait_complete:
             break
@@ -331,6 +331,46 @@ def _coordinator_verbs() -> list[Verb]:
                             query=which(a)),
              "transactions open longer than --time"),
     ]
+
+
+def _permission_verbs() -> list[Verb]:
+    role: Spec = (("--role",), {"required": True})
+    actions: Spec = (("--actions",), {"required": True, "help": "comma-separated: produce,consume,functions,..."})
+    sub: Spec = (("--subscription",), {"required": True})
+    roles: Spec = (("--roles",), {"required": True, "help": "comma-separated roles"})
+
+    def perms(path: str) -> str:
+        return path + "/permissions"
+
+    return [
+        Verb("namespaces", ("permissions",), (NS,), lambda a: Call("GET", perms(ns_path(a.namespace))),
+             "the namespace's permissions by role"),
+        Verb("namespaces", ("grant-permission",), (NS, role, actions),
+             lambda a: Call("POST", f"{perms(ns_path(a.namespace))}/{_q(a.role)}", _split(a.actions)),
+             "grant actions on the namespace to a role"),
+        Verb("namespaces", ("revoke-permission",), (NS, role),
+             lambda a: Call("DELETE", f"{perms(ns_path(a.namespace))}/{_q(a.role)}"), "revoke a role's permissions"),
+        Verb("namespaces", ("permissions-subscription",), (NS,),
+             lambda a: Call("GET", perms(ns_path(a.namespace)) + "/subscription"), "roles per restricted subscription"),
+        Verb("namespaces", ("grant-subscription-permission",), (NS, sub, roles),
+             lambda a: Call("POST", f"{perms(ns_path(a.namespace))}/subscription/{_q(a.subscription)}",
+                            _split(a.roles)), "allow roles on a subscription"),
+        Verb("namespaces", ("revoke-subscription-permission",), (NS, sub, role),
+             lambda a: Call("DELETE", f"{perms(ns_path(a.namespace))}/{_q(a.subscription)}/{_q(a.role)}"),
+             "remove a role from a subscription"),
+        Verb("topics", ("permissions",), (TOPIC,), lambda a: Call("GET", perms(topic_path(a.topic))),
+             "the topic's permissions (with the namespace's)"),
+        Verb("topics", ("grant-permission",), (TOPIC, role, actions),
+             lambda a: Call("POST", f"{perms(topic_path(a.topic))}/{_q(a.role)}", _split(a.actions)),
+             "grant actions on the topic to a role"),
+        Verb("topics", ("revoke-permission",), (TOPIC, role),
+             lambda a: Call("DELETE", f"{perms(topic_path(a.topic))}/{_q(a.role)}"),
+             "revoke a role's topic permissions"),
+    ]
+
+
+def _q(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
 
 
 def _t(suffix: str, method: str = "GET") -> Build:
@@ -418,6 +458,7 @@ VERBS: list[Verb] = [
          _offload_status, "status of the last offload"),
     *_subscription_verbs("topics"),
     *_subscription_verbs("subscriptions"),
+    *_permission_verbs(),
     *_batch_log_verbs(),
     *_coordinator_verbs(),
     Verb("broker-stats", ("inflight-deletions",), (),
@@ -435,7 +476,7 @@ VERBS: list[Verb] = [
 def add_admin_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``admin`` with its groups and verbs to the ``magnetar`` parser."""
     admin = verbs.add_parser("admin", help="manage a broker like pulsar-admin")
-    admin.add_argument("--admin-url", default=DEFAULT_ADMIN_URL, help=f"admin HTTP URL (default {DEFAULT_ADMIN_URL})")
+    add_connection_options(admin)
     groups = admin.add_subparsers(dest="group", required=True)
     parsers: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     from magnetar.admin_schemas import schema_verbs  # it builds on this module's Verb and Call
@@ -479,19 +520,21 @@ def run_admin(args: argparse.Namespace) -> int:
             return code
         fix = {"fix": "true"} if args.fix else None
         args.admin_build = lambda a: Call("POST" if fix else "GET", "/admin/v2/broker-stats/ledger-audit", query=fix)
+    conn = AdminConnection()
     try:
+        conn = args.admin_conn = connection_from_args(args)  # verbs that first read something use it too
         built = args.admin_build(args)
         for call in built if isinstance(built, list) else [built]:
-            status, body, headers = _request(args.admin_url, call)
+            status, body, headers = _request(conn, call)
             _print(status, body, headers, call.raw)
-    except UsageError as exc:
+    except (UsageError, ConnectionSettingsError) as exc:
         print(f"magnetar admin: {exc}", file=sys.stderr)
         return 2
     except HttpError as exc:
         print(f"{exc.reason}\n\nReason: HTTP {exc.status} {exc.reason}", file=sys.stderr)
         return 1
     except (urllib.error.URLError, OSError) as exc:
-        print(f"magnetar admin: cannot reach {args.admin_url}: {exc}", file=sys.stderr)
+        print(f"magnetar admin: cannot reach {conn.url}: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,7 @@
 """magnetar.client: an asyncio client for Pulsar's binary protocol.
 
-    from magnetar.client import Client
-    async with Client("pulsar://localhost:6650") as client:
+    from magnetar.client import AuthenticationToken, Client
+    async with Client("pulsar://localhost:6650") as client:   # authentication=AuthenticationToken(token)
         producer = await client.create_producer("t", batching=True, compression="lz4")
         msg_id = await producer.send(b"x", key="k", properties={"a": "b"})
         consumer = await client.subscribe("t", "sub", subscription_type="shared", initial_position="earliest")
@@ -25,11 +25,15 @@ from magnetar.client._partitioned import MultiTopicConsumer, PartitionedProducer
 from magnetar.client._producer import Producer
 from magnetar.client._reader import Reader
 from magnetar.client._transaction import Transaction, TransactionState
+from magnetar.client.auth import Authentication, AuthenticationBasic, AuthenticationToken
 from magnetar.client.errors import PulsarClientError
 
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "Authentication",
+    "AuthenticationBasic",
+    "AuthenticationToken",
     "BatchingConfig",
     "Client",
     "ClientConfig",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from magnetar.client.auth import Authentication
 from magnetar.client.errors import InvalidConfiguration
 from magnetar.protocol import pb
 
@@ -70,6 +71,7 @@ class ClientConfig:
     backoff_max_ms: int = 60_000
     max_lookup_redirects: int = 20
     max_frame_bytes: int = 5 * 1024 * 1024 + 10 * 1024 + 64 * 1024
+    authentication: Authentication | None = None  # token or basic credentials sent with CONNECT
 
     def __post_init__(self) -> None:
         if not self.service_url.startswith("pulsar://"):

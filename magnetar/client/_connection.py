@@ -141,7 +141,12 @@ class Connection:
     async def _handshake(self) -> None:
         self._life.transition_to(ConnState.CONNECTING)
         self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
-        self._writer.write(encode_command(commands.connect(protocol_version=commands.PROTOCOL_VERSION)))
+        auth = self._config.authentication
+        self._writer.write(encode_command(commands.connect(
+            protocol_version=commands.PROTOCOL_VERSION,
+            auth_method_name=auth.method if auth is not None else "none",
+            auth_data=auth.auth_data() if auth is not None else None,
+        )))
         while True:  # bounded by the caller's connect timeout
             data = await self._reader.read(READ_CHUNK_BYTES)
             if not data:
@@ -340,8 +345,9 @@ class Connection:
         cmd = T(type=T.AUTH_RESPONSE)
         cmd.authResponse.client_version = commands.CLIENT_VERSION
         cmd.authResponse.protocol_version = commands.PROTOCOL_VERSION
-        cmd.authResponse.response.auth_method_name = "none"
-        cmd.authResponse.response.auth_data = b""
+        auth = self._config.authentication  # a refresh: a supplier hands fresh credentials
+        cmd.authResponse.response.auth_method_name = auth.method if auth is not None else "none"
+        cmd.authResponse.response.auth_data = auth.auth_data() if auth is not None else b""
         self.send(cmd)
 
     async def _keepalive(self) -> None:

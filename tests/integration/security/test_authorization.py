@@ -1,0 +1,190 @@
+"""Authorization with the official client and the admin API: namespace permissions granted and revoked
+with ``magnetar admin`` (token credentials on its command line), produce/consume/read allowed and
+denied per role, subscription and topic permissions, tenant admins, the super-user, ``auth_policies`` in a
+namespace creation body, and the admin endpoints' 401/403/200 per role."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from tests.integration.security.conftest import TOKEN_PROVIDER, SecureBroker, bearer, client, http, start_broker
+from tests.integration.security.pki import token
+
+NS = "acme/app"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory, keys_dir: Path, secret_key: bytes) -> Iterator[SecureBroker]:
+    proc = start_broker(Path(tmp_path_factory.mktemp("authz")), {
+        "authenticationEnabled": "true",
+        "authenticationProviders": TOKEN_PROVIDER,
+        "tokenSecretKey": f"file://{keys_dir / 'secret.key'}",
+        "authorizationEnabled": "true",
+        "superUserRoles": "admin",
+    })
+    try:
+        base = f"http://127.0.0.1:{proc.web_port}/admin/v2"
+        root = bearer(token(secret_key, "admin"))
+        assert http("PUT", base + "/tenants/acme", headers=root,
+                    body={"adminRoles": ["acme-admin"], "allowedClusters": ["standalone"]})[0] == 204
+        assert http("PUT", f"{base}/namespaces/{NS}", headers=root)[0] == 204
+        yield proc
+    finally:
+        proc.kill()
+
+
+def admin_cli(broker: SecureBroker, secret_key: bytes, role: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", f"http://127.0.0.1:{broker.web_port}",
+         "--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+         "--auth-params", f"token:{token(secret_key, role)}", *args],
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def rest(broker: SecureBroker, secret_key: bytes, method: str, path: str, body: object = None,
+         role: str = "admin") -> tuple[int, object]:
+    return http(method, f"http://127.0.0.1:{broker.web_port}/admin/v2{path}",
+                headers=bearer(token(secret_key, role)), body=body)
+
+
+@pytest.fixture
+def as_role(broker: SecureBroker, secret_key: bytes, closing: list[pulsar.Client]):  # type: ignore[no-untyped-def]
+    def make(role: str) -> pulsar.Client:
+        c = client(broker.url, authentication=pulsar.AuthenticationToken(token(secret_key, role)))
+        closing.append(c)
+        return c
+
+    return make
+
+
+def _topic(ns: str = NS) -> str:
+    return f"persistent://{ns}/t-{uuid.uuid4().hex[:8]}"
+
+
+def test_namespace_permissions_decide_produce_and_consume(broker: SecureBroker, secret_key: bytes, as_role) -> None:  # type: ignore[no-untyped-def]
+    assert admin_cli(broker, secret_key, "admin", "namespaces", "grant-permission", NS,
+                     "--role", "writer", "--actions", "produce").returncode == 0
+    assert admin_cli(broker, secret_key, "acme-admin", "namespaces", "grant-permission", NS,
+                     "--role", "reader", "--actions", "consume").returncode == 0
+    shown = admin_cli(broker, secret_key, "acme-admin", "namespaces", "permissions", NS)
+    assert json.loads(shown.stdout) == {"writer": ["produce"], "reader": ["consume"]}
+
+    topic = _topic()
+    writer, reader, stranger = as_role("writer"), as_role("reader"), as_role("stranger")
+    consumer = reader.subscribe(topic, "s")
+    writer.create_producer(topic).send(b"allowed")
+    assert consumer.receive(timeout_millis=10_000).data() == b"allowed"
+    assert reader.create_reader(topic, pulsar.MessageId.earliest).read_next(10_000).data() == b"allowed"
+    with pytest.raises(pulsar.AuthorizationError):
+        writer.subscribe(topic, "w")
+    with pytest.raises(pulsar.AuthorizationError):
+        writer.create_reader(topic, pulsar.MessageId.earliest)
+    with pytest.raises(pulsar.AuthorizationError):
+        reader.create_producer(topic)
+    with pytest.raises(pulsar.AuthorizationError):
+        stranger.create_producer(topic)
+    with pytest.raises(pulsar.AuthorizationError):
+        stranger.get_topic_partitions(topic)
+
+    assert admin_cli(broker, secret_key, "admin", "namespaces", "revoke-permission", NS,
+                     "--role", "writer").returncode == 0
+    with pytest.raises(pulsar.AuthorizationError):
+        as_role("writer").create_producer(_topic())
+
+
+def test_stranger_cannot_grant_itself(broker: SecureBroker, secret_key: bytes) -> None:
+    refused = admin_cli(broker, secret_key, "stranger", "namespaces", "grant-permission", NS,
+                        "--role", "stranger", "--actions", "produce,consume")
+    assert refused.returncode == 1 and "403" in refused.stderr
+
+
+def test_subscription_permission_limits_a_subscription_to_its_roles(broker: SecureBroker, secret_key: bytes,
+                                                                    as_role) -> None:  # type: ignore[no-untyped-def]
+    for role in ("auditor", "consumer-b"):
+        assert rest(broker, secret_key, "POST", f"/namespaces/{NS}/permissions/{role}", ["consume"])[0] == 204
+    assert admin_cli(broker, secret_key, "admin", "namespaces", "grant-subscription-permission", NS,
+                     "--subscription", "audit", "--roles", "auditor").returncode == 0
+    listed = rest(broker, secret_key, "GET", f"/namespaces/{NS}/permissions/subscription")
+    assert listed == (200, {"audit": ["auditor"]})
+    topic, shared = _topic(), pulsar.ConsumerType.Shared
+    as_role("auditor").subscribe(topic, "audit", consumer_type=shared)
+    with pytest.raises(pulsar.AuthorizationError):
+        as_role("consumer-b").subscribe(topic, "audit", consumer_type=shared)
+    as_role("consumer-b").subscribe(topic, "other")
+    assert rest(broker, secret_key, "DELETE", f"/namespaces/{NS}/permissions/audit/auditor")[0] == 204
+    as_role("consumer-b").subscribe(topic, "audit", consumer_type=shared)  # no roles listed: open to consumers
+
+
+def test_topic_permission_covers_that_topic_only(broker: SecureBroker, secret_key: bytes, as_role) -> None:  # type: ignore[no-untyped-def]
+    topic, sibling = _topic(), _topic()
+    assert admin_cli(broker, secret_key, "admin", "topics", "grant-permission", topic,
+                     "--role", "one-topic", "--actions", "produce,consume").returncode == 0
+    shown = admin_cli(broker, secret_key, "admin", "topics", "permissions", topic)
+    assert json.loads(shown.stdout)["one-topic"] == ["consume", "produce"]
+    c = as_role("one-topic")
+    c.create_producer(topic).send(b"x")
+    c.subscribe(topic, "s")
+    with pytest.raises(pulsar.AuthorizationError):
+        c.create_producer(sibling)
+    local = topic.rsplit("/", 1)[1]
+    assert rest(broker, secret_key, "DELETE", f"/persistent/{NS}/{local}/permissions/one-topic")[0] == 204
+    assert rest(broker, secret_key, "DELETE", f"/persistent/{NS}/{local}/permissions/one-topic")[0] == 412
+    with pytest.raises(pulsar.AuthorizationError):
+        as_role("one-topic").create_producer(topic)
+
+
+def test_tenant_admin_and_super_user_need_no_grants(broker: SecureBroker, as_role) -> None:  # type: ignore[no-untyped-def]
+    for role in ("acme-admin", "admin"):
+        c = as_role(role)
+        topic = _topic()
+        consumer = c.subscribe(topic, "s")
+        c.create_producer(topic).send(role.encode())
+        assert consumer.receive(timeout_millis=10_000).data() == role.encode()
+    with pytest.raises(pulsar.AuthorizationError):
+        as_role("acme-admin").create_producer(_topic("public/default"))  # another tenant's namespace
+
+
+def test_auth_policies_in_the_namespace_creation_body(broker: SecureBroker, secret_key: bytes) -> None:
+    base = f"http://127.0.0.1:{broker.web_port}/admin/v2/namespaces/acme/seeded"
+    body = {"auth_policies": {"namespace_auth": {"seeded-writer": ["produce"]}}}
+    assert http("PUT", base, headers=bearer(token(secret_key, "acme-admin")), body=body)[0] == 204
+    assert http("GET", base + "/permissions", headers=bearer(token(secret_key, "acme-admin"))) == (
+        200, {"seeded-writer": ["produce"]})
+    bad = {"auth_policies": {"namespace_auth": {"w": ["fly"]}}}
+    assert http("PUT", base + "2", headers=bearer(token(secret_key, "admin")), body=bad)[0] == 400
+
+
+ADMIN_CASES = [
+    # (method, path, {role: status}); None is no credentials
+    ("GET", "/admin/v2/tenants", {None: 401, "writer": 403, "acme-admin": 403, "admin": 200}),
+    ("GET", "/admin/v2/tenants/acme", {None: 401, "writer": 403, "acme-admin": 200, "admin": 200}),
+    ("PUT", "/admin/v2/tenants/newco", {None: 401, "writer": 403, "acme-admin": 403}),
+    ("GET", "/admin/v2/clusters", {None: 401, "writer": 200, "acme-admin": 200, "admin": 200}),
+    ("GET", f"/admin/v2/namespaces/{NS}", {None: 401, "writer": 403, "acme-admin": 200, "admin": 200}),
+    ("GET", "/admin/v2/namespaces/public/default", {None: 401, "acme-admin": 403, "admin": 200}),
+    ("GET", f"/admin/v2/persistent/{NS}", {None: 401, "writer": 403, "acme-admin": 200, "admin": 200}),
+    ("GET", f"/admin/v2/namespaces/{NS}/permissions", {None: 401, "writer": 403, "acme-admin": 200}),
+    ("GET", "/admin/v2/brokers/health", {None: 401, "acme-admin": 403, "admin": 200}),
+    ("GET", "/status.html", {None: 200}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "expected"), ADMIN_CASES, ids=[f"{m} {p}" for m, p, _ in ADMIN_CASES])
+def test_admin_endpoints_answer_per_role(broker: SecureBroker, secret_key: bytes, method: str, path: str,
+                                         expected: dict[str | None, int]) -> None:
+    for role, status in expected.items():
+        headers = bearer(token(secret_key, role)) if role is not None else {}
+        body = {"adminRoles": [], "allowedClusters": ["standalone"]} if method == "PUT" else None
+        got, answer = http(method, f"http://127.0.0.1:{broker.web_port}{path}", headers=headers, body=body)
+        assert got == status, (role, answer)
+        if status in (401, 403):
+            assert isinstance(answer, dict) and answer["reason"]
