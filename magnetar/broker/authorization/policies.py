@@ -61,6 +61,10 @@ def _roles(value: Any, what: str) -> frozenset[str]:
     return frozenset(check_role(x) for x in value)
 
 
+def _or_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
 def _sorted(actions: Iterable[AuthAction]) -> list[str]:
     return sorted(a.value for a in actions)
 
@@ -78,14 +82,14 @@ class AuthPolicies:
             return cls()
         if not isinstance(value, dict):
             raise InvalidRequest("auth_policies must be an object")
-        topics = value.get("destination_auth") or {}
+        topics = _or_empty(value.get("destination_auth"))
         if not isinstance(topics, dict) or len(topics) > ROLES_MAX:
             raise InvalidRequest("destination_auth must be an object of topic -> {role: [actions]}")
-        subs = value.get("subscription_auth_roles") or {}
+        subs = _or_empty(value.get("subscription_auth_roles"))
         if not isinstance(subs, dict) or len(subs) > ROLES_MAX:
             raise InvalidRequest("subscription_auth_roles must be an object of subscription -> [roles]")
         return cls(
-            namespace_auth=_grants(value.get("namespace_auth") or {}, "namespace_auth"),
+            namespace_auth=_grants(_or_empty(value.get("namespace_auth")), "namespace_auth"),
             destination_auth={str(t): _grants(g, f"destination_auth[{t}]") for t, g in topics.items()},
             subscription_auth_roles={str(s): _roles(r, f"subscription_auth_roles[{s}]") for s, r in subs.items()},
         )
