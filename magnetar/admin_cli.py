@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.audit_cli import add_audit_parser
 from magnetar.admin_conn import AdminConnection, ConnectionSettingsError, add_connection_options, connection_from_args
+from magnetar.audit_cli import add_audit_parser
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import NamespaceName, TopicName
 
