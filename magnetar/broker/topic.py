@@ -210,13 +210,13 @@ class PersistentTopic:
         if checked and self.dedup.is_duplicate(name, dedup_seq):
             return producer.track(sequence_id, highest_sequence_id, self.dedup.answer_duplicate(name, dedup_seq))
         try:
-            txn = self.txn.send_started(metadata) if self.txn is not None else None
+            txn_send = self.txn.send_started(metadata) if self.txn is not None else None
         except BrokerError as exc:
             return producer.track(sequence_id, highest_sequence_id, failed_publish(exc))
         self._publishes_in_flight += 1
         result: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        if txn is not None and self.txn is not None:
-            self.txn.watch_send(txn, result)
+        if txn_send is not None and self.txn is not None:
+            self.txn.watch_send(txn_send, result)
         self._start_append(producer, name, last_seq, num_messages, entry, result)
         if last_seq is not None:
             self.dedup.pushed(name, last_seq, result)

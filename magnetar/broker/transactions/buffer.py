@@ -42,6 +42,11 @@ RECENTLY_COMMITTED_MAX = 10_000  # committed txn ids remembered to refuse a late
 REPLAY_BATCH_ENTRIES = 256
 
 Append = Callable[[bytes], Awaitable[Position]]
+SleepMs = Callable[[int], Awaitable[None]]
+
+
+async def asyncio_sleep_ms(delay_ms: int) -> None:
+    await asyncio.sleep(delay_ms / 1000)
 
 
 def txn_of(metadata: proto.pb.MessageMetadata) -> TxnId | None:
@@ -72,8 +77,10 @@ class TransactionBuffer:
         *,
         on_change: Callable[[], None] = lambda: None,
         snapshot_min_interval_ms: int = 5000,
+        sleep_ms: SleepMs = asyncio_sleep_ms,
     ) -> None:
         self.topic = topic
+        self._sleep_ms = sleep_ms
         self._ledger = ledger
         self._clock = clock
         self._append = append
@@ -126,25 +133,28 @@ class TransactionBuffer:
         if txn in self._ending or txn in self._aborted or txn in self._committed:
             raise InvalidTxnStatus(f"Transaction {txn} has already ended on {self.topic}")
 
-    def send_started(self, txn: TxnId) -> None:
-        """A SEND of ``txn`` took its place in the ledger (call after :meth:`check_send`)."""
-        if txn in self._ongoing:
-            return
+    def send_started(self, txn: TxnId) -> bool:
+        """A SEND of ``txn`` took its place in the ledger (call after :meth:`check_send`). True when it may
+        be the transaction's first entry here: then the fence holds until :meth:`send_finished` says where
+        it landed (appends may be confirmed out of order, so every such SEND is waited for)."""
+        if txn in self._ongoing and txn not in self._first_in_flight:
+            return False
         fence, pending = self._first_in_flight.get(txn, (self._ledger.last_confirmed, 0))
         self._first_in_flight[txn] = (fence, pending + 1)
         self._recompute()
+        return True
 
-    def send_finished(self, txn: TxnId, position: Position | None) -> None:
-        """The SEND landed at ``position`` (None: it failed)."""
+    def send_finished(self, txn: TxnId, position: Position | None, *, tracked: bool = True) -> None:
+        """The SEND landed at ``position`` (None: it failed); ``tracked`` is what ``send_started`` said."""
         if position is not None:
             self.txn_entries_total += 1
-        in_flight = self._first_in_flight.get(txn)
-        if in_flight is None:
+        if not tracked:
             return
-        fence, pending = in_flight
-        if position is not None and txn not in self._ongoing and not self._has_ended(txn):
-            self._ongoing[txn] = position
-        if pending <= 1 or txn in self._ongoing:
+        fence, pending = self._first_in_flight[txn]
+        if position is not None and not self._has_ended(txn):
+            first = self._ongoing.get(txn)
+            self._ongoing[txn] = position if first is None else min(first, position)
+        if pending <= 1:
             del self._first_in_flight[txn]
         else:
             self._first_in_flight[txn] = (fence, pending - 1)
@@ -229,7 +239,7 @@ class TransactionBuffer:
 
         async def later() -> None:
             try:
-                await asyncio.sleep(delay_ms / 1000)
+                await self._sleep_ms(delay_ms)
             finally:
                 self._snapshot_task = None
             await self.take_snapshot()

@@ -23,7 +23,7 @@ from magnetar.broker.errors import NotAllowed, ServiceNotReady
 from magnetar.broker.names import TopicName
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.api import TxnAction, TxnId
-from magnetar.broker.transactions.buffer import TransactionBuffer, before, txn_of
+from magnetar.broker.transactions.buffer import SleepMs, TransactionBuffer, asyncio_sleep_ms, before, txn_of
 from magnetar.broker.transactions.pending_ack import PendingAckStore
 from magnetar.broker.transactions.pending_ack_log import AckedId, ManagedLedgerAckLog, pending_ack_topic
 from magnetar.broker.transactions.snapshot import SnapshotStore
@@ -83,6 +83,7 @@ class TopicTransactions:
         snapshots: SnapshotStore,
         ledger_config: ManagedLedgerConfig | None = None,
         snapshot_min_interval_ms: int = 5000,
+        sleep_ms: SleepMs = asyncio_sleep_ms,
     ) -> None:
         self._topic = topic
         self._ledgers = ledgers
@@ -95,6 +96,7 @@ class TopicTransactions:
             snapshots,
             on_change=topic.wake_subscriptions,
             snapshot_min_interval_ms=snapshot_min_interval_ms,
+            sleep_ms=sleep_ms,
         )
         self.stores: dict[str, PendingAckStore] = {}
         self._open_lock = asyncio.Lock()
@@ -104,20 +106,22 @@ class TopicTransactions:
 
     # ---- produce -----------------------------------------------------------------------------------------
 
-    def send_started(self, metadata: proto.pb.MessageMetadata) -> TxnId | None:
-        """A SEND is about to take its place: note its transaction (raises TxnError when it ended here)."""
+    def send_started(self, metadata: proto.pb.MessageMetadata) -> tuple[TxnId, bool] | None:
+        """A SEND is about to take its place: note its transaction (raises TxnError when it ended here).
+        Returns what :meth:`watch_send` needs, or None for a plain SEND."""
         txn = txn_of(metadata)
-        if txn is not None:
-            self.buffer.check_send(txn)
-            self.buffer.send_started(txn)
-        return txn
+        if txn is None:
+            return None
+        self.buffer.check_send(txn)
+        return txn, self.buffer.send_started(txn)
 
-    def watch_send(self, txn: TxnId, result: asyncio.Future[Position]) -> None:
+    def watch_send(self, started: tuple[TxnId, bool], result: asyncio.Future[Position]) -> None:
         """Tell the buffer where the SEND landed (or that it failed) once its append settles."""
+        txn, tracked = started
 
         def settled(done: asyncio.Future[Position]) -> None:
             failed = done.cancelled() or done.exception() is not None
-            self.buffer.send_finished(txn, None if failed else done.result())
+            self.buffer.send_finished(txn, None if failed else done.result(), tracked=tracked)
 
         result.add_done_callback(settled)
 

@@ -51,9 +51,9 @@ class World:
         if txn is None:
             return await self.ledger.add_entry(message(body))
         tb.check_send(txn)
-        tb.send_started(txn)
+        tracked = tb.send_started(txn)
         position = await self.ledger.add_entry(message(body, txn))
-        tb.send_finished(txn, position)
+        tb.send_finished(txn, position, tracked=tracked)
         return position
 
 
@@ -188,3 +188,18 @@ def test_snapshot_round_trip_and_refusals() -> None:
     for bad in (b"[]", b'{"version": 2}', b'{"version": 1}'):
         with pytest.raises(ValueError):
             decode_snapshot(bad)
+
+
+async def test_first_sends_confirmed_out_of_order_keep_the_fence(world: World) -> None:
+    """Found by the txn simulator: across a ledger rollover appends may be confirmed out of order."""
+    tb = world.buffer()
+    await tb.recover()
+    fence = await world.send(tb, b"plain")
+    assert tb.send_started(T1) and tb.send_started(T1)
+    first = await world.ledger.add_entry(message(b"a", T1))
+    second = await world.ledger.add_entry(message(b"b", T1))
+    tb.send_finished(T1, second)  # the later one is confirmed first
+    assert tb.max_read_position() == fence  # the earlier one is still unplaced: hold at the fence
+    tb.send_finished(T1, first)
+    assert tb.max_read_position() == before(first) and tb.ongoing() == {T1: first}
+    assert not tb.send_started(T1)  # its first entry is known: later SENDs land after it
