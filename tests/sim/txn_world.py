@@ -186,6 +186,7 @@ class TxnSimulation:
             self.entry_txn[seq] = model.txn if model is not None else None
             started = self.tt.send_started(meta)
             future = self.topic.ledger.add_entry_future(proto.make_entry(meta, b"%d" % seq))
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())  # a crashed world's failures
             if started is not None:
                 self.tt.watch_send(started, future)
             self.spawn(self.receipt(seq, model, future, self.world))
