@@ -91,6 +91,7 @@ class ManagedLedgerImpl:
     ) -> None:
         self._name = name
         self.offload_store = offload_store  # tiered storage (ledger/offload.py); None: offload is off
+        self.offload_lock = asyncio.Lock()  # one offload or release of this ledger's ledgers at a time
         self._key = ledger_key(name)
         self._store = store
         self._metadata = metadata

@@ -76,6 +76,11 @@ async def discard_copy(ml: ManagedLedgerImpl, offload: LedgerOffload) -> None:
 
 
 async def offload_ledger(ml: ManagedLedgerImpl, ledger_id: int, now_ms: int) -> LedgerSummary:
+    async with ml.offload_lock:
+        return await _offload_ledger(ml, ledger_id, now_ms)
+
+
+async def _offload_ledger(ml: ManagedLedgerImpl, ledger_id: int, now_ms: int) -> LedgerSummary:
     store = _store(ml)
     summary = _sealed(ml, ledger_id)
     if summary.offload is not None and summary.offload.complete:
@@ -113,6 +118,11 @@ async def offload_ledger(ml: ManagedLedgerImpl, ledger_id: int, now_ms: int) -> 
 
 
 async def release_local(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
+    async with ml.offload_lock:
+        return await _release_local(ml, ledger_id)
+
+
+async def _release_local(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
     store = _store(ml)
     summary = _sealed(ml, ledger_id)
     offload = summary.offload

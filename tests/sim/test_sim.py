@@ -44,3 +44,5 @@ def test_the_ci_seeds_exercise_every_fault() -> None:
     assert sum(s.metadata_faults for s in totals) > 0
     assert sum(s.trimmed_ledgers for s in totals) > 0
     assert sum(s.adds_failed for s in totals) > 0
+    assert sum(s.offloads for s in totals) > 0 and sum(s.releases for s in totals) > 0
+    assert sum(s.offload_faults for s in totals) > 0

@@ -15,7 +15,9 @@ flight). After every restart and crash the invariants are checked (:meth:`Simula
 
 * every receipted entry is readable exactly once, at its receipted position, in send order, unless it was
   trimmed after every cursor acknowledged it; a failed add never appears; nothing unknown appears;
-* every ledger the managed-ledger record references exists in storage;
+* every ledger the managed-ledger record references exists in storage, unless its local copy was released
+  after a complete offload; every complete offloaded copy verifies (offload/release run in the background
+  over an in-memory object store with its own faults, so crashes cut them anywhere);
 * each recovered cursor equals its durable record; that record acknowledges nothing the simulation did
   not acknowledge (no phantom ack: that would lose data), and holds every ack older than the persistence
   window (``cursor_persist_interval_ms``) unless a metadata fault happened since, and every ack a
@@ -30,11 +32,13 @@ import heapq
 import itertools
 import logging
 import random
+import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.clock import ManualClock
+from magnetar.faults import FaultPlan as BlobFaultPlan
 from magnetar.ledger.api import (
     InitialPosition,
     ManagedLedgerConfig,
@@ -50,7 +54,10 @@ from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.ledger.states import LedgerState
 from magnetar.metadata.faulty import FaultyMetadataStore, MetadataFaultPlan
 from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.storage.api import StorageError
 from magnetar.storage.faulty import CrashableLedgerStore, FaultPlan, FaultyLedgerStore, SimDisk
+from magnetar.storage.offload import BlockOffloadStore, OffloadSettings
+from magnetar.storage.offload import memory as blob_memory
 
 log = logging.getLogger("magnetar.sim")
 
@@ -152,6 +159,9 @@ class Stats:
     metadata_faults: int = 0
     dropped_unsynced: int = 0
     orphan_ledgers: int = 0
+    offloads: int = 0
+    releases: int = 0
+    offload_faults: int = 0
 
 
 class Simulation:
@@ -182,6 +192,15 @@ class Simulation:
         self.factory: LedgerFactory | None = None
         self.ledgers: dict[str, ManagedLedgerImpl] = {}
         self.crash_records: dict[tuple[str, str], CursorRecord] = {}
+        # tiered storage: an object store that outlives every crash, with its own faults
+        self.offload_plan = BlobFaultPlan(random.Random(self.rng.getrandbits(64)), ops=blob_memory.OPS)
+        self.blobs = blob_memory.MemoryBlobStore(self.offload_plan)
+        uuids = random.Random(self.rng.getrandbits(64))
+        self.new_uuid = lambda: str(uuid.UUID(int=uuids.getrandbits(128), version=4))
+        self.offload_settings = OffloadSettings(
+            driver="memory", max_block_size_bytes=self.rng.choice([64, 200, 4096]),
+            read_buffer_size_bytes=self.rng.choice([16, 1024]), read_cache_size_bytes=self.rng.choice([0, 2048]),
+        )
 
     # ---- driver ------------------------------------------------------------------------------------------------
 
@@ -200,7 +219,7 @@ class Simulation:
         operations: list[tuple[int, Op]] = [
             (25, self.op_produce), (20, self.op_consume), (25, self.op_ack), (12, self.op_advance),
             (3, self.op_flush), (5, self.op_trim), (4, self.op_faults), (1, self.op_open_cursor),
-            (1, self.op_restart), (2, self.op_crash),
+            (1, self.op_restart), (2, self.op_crash), (3, self.op_offload), (2, self.op_release),
         ]  # fmt: skip
         weights = [w for w, _ in operations]
         for step in range(1, self.ops_total + 1):
@@ -221,6 +240,7 @@ class Simulation:
             self.last_meta_fault_ms = self.clock.now_ms()
         self.stats.metadata_faults = meta
         self.stats.storage_faults = self.storage_plan.injected
+        self.stats.offload_faults = self.offload_plan.injected
 
     # ---- worlds (one per process lifetime) -------------------------------------------------------------------
 
@@ -230,7 +250,8 @@ class Simulation:
         self.store = FaultyLedgerStore(CrashableLedgerStore(self.disk, clock=self.clock), self.storage_plan)
         self.meta = FaultyMetadataStore(self.meta_inner, self.meta_plan)
         self.factory = LedgerFactory(
-            self.store, self.meta, config=self.config, clock=self.clock, sleep_ms=self.timers.sleep_ms
+            self.store, self.meta, config=self.config, clock=self.clock, sleep_ms=self.timers.sleep_ms,
+            offload_store=BlockOffloadStore(self.blobs, self.offload_settings, new_uuid=self.new_uuid),  # cold cache
         )
         self.ledgers = {}
         for topic in self.topics:
@@ -238,6 +259,7 @@ class Simulation:
         self.count_faults()
         self.storage_plan.disarm()  # the disk has room again, the metadata store answers
         self.meta_plan.disarm()
+        self.offload_plan.disarm()
         if check:
             await self.check_recovered()
         for topic in self.topics:
@@ -426,7 +448,7 @@ class Simulation:
         self.note(f"trim {topic.index} {policy}: {[x.ledger_id for x in result.trimmed]}")
 
     async def op_faults(self) -> None:
-        choice = self.rng.randrange(6)
+        choice = self.rng.randrange(7)
         if choice == 0:
             self.storage_plan.arm(fail_after_ops=self.rng.randint(0, 6))
         elif choice == 1:
@@ -435,10 +457,50 @@ class Simulation:
             self.meta_plan.arm(fail_after_ops=self.rng.randint(0, 6))
         elif choice == 3:
             self.meta_plan.arm(fail_probability=0.2)
+        elif choice == 4:
+            self.offload_plan.arm(**self.rng.choice([{"fail_after_ops": self.rng.randint(0, 6)},
+                                                     {"fail_probability": 0.3}]))
         else:
             self.storage_plan.disarm()
             self.meta_plan.disarm()
+            self.offload_plan.disarm()
         self.note(f"faults {choice}")
+
+    async def op_offload(self) -> None:
+        """Offload a sealed ledger in the background: a crash may cut it anywhere."""
+        topic = self.rng.choice(self.topics)
+        sealed = [x for x in self.ledgers[topic.name].ledgers()[:-1] if x.entries and not x.offloaded]
+        if sealed:
+            self.background(topic, "offload", self.rng.choice(sealed).ledger_id)
+
+    async def op_release(self) -> None:
+        topic = self.rng.choice(self.topics)
+        done = [x for x in self.ledgers[topic.name].ledgers()[:-1]
+                if x.offload is not None and x.offload.complete and not x.offload.local_deleted]
+        if done:
+            self.background(topic, "release", self.rng.choice(done).ledger_id)
+
+    def background(self, topic: TopicModel, what: str, ledger_id: int) -> None:
+        task = asyncio.get_running_loop().create_task(self.offload_op(topic, what, ledger_id))
+        self.inflight.add(task)
+        task.add_done_callback(self.inflight.discard)
+        self.note(f"{what} {topic.index} ledger {ledger_id}")
+
+    async def offload_op(self, topic: TopicModel, what: str, ledger_id: int) -> None:
+        world, ledger = self.world, self.ledgers[topic.name]
+        try:
+            if what == "offload":
+                await ledger.offload_ledger(ledger_id)
+                self.stats.offloads += world == self.world
+            else:
+                await ledger.release_local(ledger_id)
+                self.stats.releases += world == self.world
+        except ManagedLedgerFenced as exc:
+            if world == self.world:
+                raise self.fail(f"fenced with a single owner: {exc}") from exc
+        except ManagedLedgerError as exc:  # a fault, a trim that took the ledger, a closed ledger
+            if world == self.world:
+                self.note(f"{what} {topic.index} ledger {ledger_id} failed: {exc}")
 
     async def op_open_cursor(self) -> None:
         topic, name = self.rng.choice(self.topics), self.rng.choice(CURSOR_NAMES)
@@ -449,6 +511,7 @@ class Simulation:
         assert self.factory is not None and self.store is not None and self.meta is not None
         self.storage_plan.disarm()
         self.meta_plan.disarm()
+        self.offload_plan.disarm()
         await self.factory.close()
         if self.inflight:
             await asyncio.wait(list(self.inflight))
@@ -520,10 +583,24 @@ class Simulation:
         stored = await self.meta_inner.get(ledger_key(topic.name))
         if stored is None:
             raise self.fail(f"{topic.name}: no managed-ledger record after recovery")
-        referenced = {x.ledger_id for x in decode_ledger(stored.value, "sim").ledgers}
-        missing = sorted(referenced - set(self.disk.ledgers))
+        summaries = decode_ledger(stored.value, "sim").ledgers
+        referenced = {x.ledger_id for x in summaries}
+        released = {x.ledger_id for x in summaries if x.offload is not None and x.offload.local_deleted}
+        missing = sorted(referenced - released - set(self.disk.ledgers))
         if missing:
             raise self.fail(f"{topic.name}: the record references ledgers missing from storage: {missing}")
+        checker = BlockOffloadStore(self.blobs, self.offload_settings)
+        for summary in summaries:
+            offload = summary.offload
+            if offload is None or not offload.complete:
+                if offload is not None and offload.local_deleted:
+                    raise self.fail(f"{topic.name}: ledger {summary.ledger_id} released before its copy completed")
+                continue
+            try:  # a complete copy is whole and checks out, whether or not the local copy is still there
+                await checker.verify(offload.context, summary.entries)
+            except StorageError as exc:
+                what = f"complete offload of {summary.ledger_id} is not readable"
+                raise self.fail(f"{topic.name}: {what}: {exc}") from exc
         owned = {
             i for i, x in self.disk.ledgers.items() if x.custom_metadata.get("pulsar/managed-ledger") == topic.name
         }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from magnetar.storage.api import EntryNotFound
 from magnetar.storage.offload import blocks as fmt
@@ -35,13 +35,17 @@ INDEX_CACHE_MAX = 4096
 
 
 class BlockOffloadStore:
-    def __init__(self, blobs: BlobStore, settings: OffloadSettings) -> None:
+    def __init__(
+        self, blobs: BlobStore, settings: OffloadSettings, *, new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())
+    ) -> None:
+        """``new_uuid`` names each offload attempt (the simulator draws them from its seed)."""
         if settings.max_block_size_bytes <= fmt.BLOCK_HEADER_BYTES:
             raise OffloadError("managedLedgerOffloadMaxBlockSizeInBytes is too small")
         if settings.read_buffer_size_bytes <= 0:
             raise OffloadError("managedLedgerOffloadReadBufferSizeInBytes must be positive")
         self.blobs = blobs
         self._settings = settings
+        self._new_uuid = new_uuid
         self._indexes: OrderedDict[str, fmt.Index] = OrderedDict()
         self._blocks: OrderedDict[tuple[str, int], list[bytes]] = OrderedDict()
         self._block_sizes: dict[tuple[str, int], int] = {}
@@ -58,7 +62,7 @@ class BlockOffloadStore:
         return self._cached_bytes
 
     def new_context(self, ledger_id: int) -> OffloadContext:
-        return OffloadContext(self.driver, self.blobs.bucket, self._settings.key_prefix, str(uuid.uuid4()), ledger_id)
+        return OffloadContext(self.driver, self.blobs.bucket, self._settings.key_prefix, self._new_uuid(), ledger_id)
 
     def _check_context(self, context: OffloadContext) -> None:
         if (context.driver, context.bucket) != (self.driver, self.blobs.bucket):
