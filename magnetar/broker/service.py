@@ -21,6 +21,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.nonpersistent import NonPersistentTopics
 from magnetar.broker.offload.service import OffloadService
 from magnetar.broker.replication.service import ReplicationService
 from magnetar.broker.retention import ExpiringTopic, RetentionService
@@ -82,6 +83,7 @@ class BrokerService:
         self._producer_counter = 0
         self.started_ms = self.clock.now_ms()
         self.closing = False
+        self.non_persistent = NonPersistentTopics()  # non-persistent:// topics, in memory only
         self.schemas = SchemaRegistry(metadata, config, self.clock)  # schema versions and their policies
         self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
         self.offload = OffloadService(self, self.clock)  # tiered storage: triggered and automatic offloads

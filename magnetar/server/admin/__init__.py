@@ -11,6 +11,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.server.admin.deletion import deletion_routes
 from magnetar.server.admin.lookup import lookup_routes
+from magnetar.server.admin.nonpersistent import non_persistent_routes
 from magnetar.server.admin.openapi import openapi_document
 from magnetar.server.admin.permissions import permission_routes
 from magnetar.server.admin.replication import replication_routes
@@ -32,7 +33,7 @@ def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
     return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker),
             *permission_routes(admin), *coordinator_routes(broker), *schema_routes(broker.schemas),
             *txn_topic_routes(admin), *deletion_routes(broker), *lookup_routes(broker),
-            *replication_routes(admin)]
+            *replication_routes(admin), *non_persistent_routes(broker)]
 
 
 def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:

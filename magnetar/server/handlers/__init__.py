@@ -23,4 +23,6 @@ def dispatch_table() -> dict[int, Handler]:
     table: dict[int, Handler] = {}
     for module in (session, lookup, produce, consume, transactions, txn_topic, schema):
         table.update(module.HANDLERS)
-    return table
+    from magnetar.server.handlers import nonpersistent
+
+    return nonpersistent.route(table)  # commands on non-persistent:// topics go to their own handlers

@@ -78,6 +78,27 @@ def _key_shared_options(req: proto.pb.CommandSubscribe) -> dict[str, Any]:
     }
 
 
+def new_consumer(conn: ServerConnection, req: proto.pb.CommandSubscribe, topic_name: TopicName) -> Consumer:
+    return Consumer(
+        endpoint=conn,
+        consumer_id=req.consumer_id,
+        name=req.consumer_name,
+        topic_name=str(topic_name),
+        subscription_name=req.subscription,
+        sub_type=req.subType,
+        priority_level=req.priority_level,
+        partition=topic_name.partition_index,
+        created_ms=conn.clock.now_ms(),
+        metadata={kv.key: kv.value for kv in req.metadata},
+        max_permits=conn.broker.config.max_consumer_permits,
+        max_unacked_messages=(
+            conn.broker.config.max_unacked_messages_per_consumer
+            if req.subType in (SubType.SHARED, SubType.KEY_SHARED) else 0
+        ),
+        **_key_shared_options(req),
+    )
+
+
 async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
     req = cmd.subscribe
     if req.consumer_id in conn.consumers:
@@ -98,24 +119,7 @@ async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: mem
     durable = req.durable if req.HasField("durable") else True
     start = _start_position(topic, req.start_message_id) if req.HasField("start_message_id") else None
     initial = InitialPosition.EARLIEST if req.initialPosition == 1 else InitialPosition.LATEST
-    consumer = Consumer(
-        endpoint=conn,
-        consumer_id=req.consumer_id,
-        name=req.consumer_name,
-        topic_name=str(topic_name),
-        subscription_name=req.subscription,
-        sub_type=req.subType,
-        priority_level=req.priority_level,
-        partition=topic_name.partition_index,
-        created_ms=conn.clock.now_ms(),
-        metadata={kv.key: kv.value for kv in req.metadata},
-        max_permits=conn.broker.config.max_consumer_permits,
-        max_unacked_messages=(
-            conn.broker.config.max_unacked_messages_per_consumer
-            if req.subType in (SubType.SHARED, SubType.KEY_SHARED) else 0
-        ),
-        **_key_shared_options(req),
-    )
+    consumer = new_consumer(conn, req, topic_name)
     if not conn.is_open or req.consumer_id in conn.consumers:
         raise ConsumerBusy("Connection closed or consumer id reused while subscribing")
     sub = await topic.subscribe(consumer, durable=durable, initial_position=initial, start=start)

@@ -21,6 +21,23 @@ if TYPE_CHECKING:
 T = proto.pb.BaseCommand
 
 
+def new_producer(conn: ServerConnection, req: proto.pb.CommandProducer, topic_name: TopicName) -> Producer:
+    mode = AccessMode(req.producer_access_mode) if req.HasField("producer_access_mode") else AccessMode.SHARED
+    name = req.producer_name if req.HasField("producer_name") and req.producer_name else conn.broker.new_producer_name()
+    return Producer(
+        endpoint=conn,
+        producer_id=req.producer_id,
+        name=name,
+        topic_name=str(topic_name),
+        partition=topic_name.partition_index,
+        epoch=req.epoch,
+        access_mode=mode,
+        user_provided_name=req.user_provided_producer_name,
+        created_ms=conn.clock.now_ms(),
+        metadata={kv.key: kv.value for kv in req.metadata},
+    )
+
+
 async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
     req = cmd.producer
     topic_name = TopicName.parse(req.topic)
@@ -35,20 +52,8 @@ async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memo
     topic = await conn.broker.get_topic(topic_name, create=True)
     version = await conn.broker.schemas.for_producer(topic_name, declared_in(req))
     schema_version = version_bytes(version) if version is not None else None
-    mode = AccessMode(req.producer_access_mode) if req.HasField("producer_access_mode") else AccessMode.SHARED
-    name = req.producer_name if req.HasField("producer_name") and req.producer_name else conn.broker.new_producer_name()
-    producer = Producer(
-        endpoint=conn,
-        producer_id=req.producer_id,
-        name=name,
-        topic_name=str(topic_name),
-        partition=topic_name.partition_index,
-        epoch=req.epoch,
-        access_mode=mode,
-        user_provided_name=req.user_provided_producer_name,
-        created_ms=conn.clock.now_ms(),
-        metadata={kv.key: kv.value for kv in req.metadata},
-    )
+    producer = new_producer(conn, req, topic_name)
+    name = producer.name
     if not conn.is_open or req.producer_id in conn.producers:
         raise ProducerBusy(f"Producer id {req.producer_id} is already used on this connection")
     conn.producers[req.producer_id] = producer  # from here on, a disconnect releases it
