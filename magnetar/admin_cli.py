@@ -209,11 +209,11 @@ def _sub(a: argparse.Namespace, suffix: str = "") -> str:
 
 
 def _policy_verbs(
-    cmd: str, suffix: str, specs: tuple[Spec, ...], body: Callable[[argparse.Namespace], Any]
+    cmd: str, suffix: str, specs: tuple[Spec, ...], body: Callable[[argparse.Namespace], Any], method: str = "POST"
 ) -> list[Verb]:
     return [
         Verb("namespaces", (f"set-{cmd}",), (NS, *specs),
-             lambda a: Call("POST", ns_path(a.namespace) + suffix, body(a)), f"set the {cmd} policy"),
+             lambda a: Call(method, ns_path(a.namespace) + suffix, body(a)), f"set the {cmd} policy"),
         Verb("namespaces", (f"get-{cmd}",), (NS,), lambda a: Call("GET", ns_path(a.namespace) + suffix),
              f"get the {cmd} policy"),
         Verb("namespaces", (f"remove-{cmd}",), (NS,), lambda a: Call("DELETE", ns_path(a.namespace) + suffix),
@@ -403,6 +403,9 @@ VERBS: list[Verb] = [
                                                (("-s", "--size"), {"required": True})), _retention),
     *_policy_verbs("message-ttl", "/messageTTL", ((("-ttl", "--messageTTL"), {"type": int, "required": True}),),
                    lambda a: a.messageTTL),
+    *_policy_verbs("compaction-threshold", "/compactionThreshold",
+                   ((("-t", "--threshold"), {"required": True}),),
+                   lambda a: _amount(a.threshold, _UNITS_BYTES, "size"), "PUT"),
     *_policy_verbs("clusters", "/replication", ((("-c", "--clusters"), {"required": True}),),
                    lambda a: _split(a.clusters)),
     *_policy_verbs("auto-topic-creation", "/autoTopicCreation", (
@@ -456,6 +459,8 @@ VERBS: list[Verb] = [
          "offload the ledgers before the newest --size-threshold bytes (10M, 1G...)"),
     Verb("topics", ("offload-status",), (TOPIC, (("-w", "--wait-complete"), {"action": "store_true"})),
          _offload_status, "status of the last offload"),
+    Verb("topics", ("compact",), (TOPIC,), _t("/compaction", "PUT"), "start compacting a topic"),
+    Verb("topics", ("compaction-status",), (TOPIC,), _t("/compaction"), "status of a topic's compaction"),
     *_subscription_verbs("topics"),
     *_subscription_verbs("subscriptions"),
     *_permission_verbs(),

@@ -137,6 +137,10 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "retentionCheckIntervalInSeconds": ("broker", "retention_check_interval_seconds", _int, 1),
     "replicationProducerQueueSize": ("broker", "replication_producer_queue_size", _int, 1),
     "replicationPolicyCheckDurationSeconds": ("broker", "replication_policy_check_duration_seconds", _int, 1),
+    "brokerServiceCompactionThresholdInBytes": ("broker", "broker_service_compaction_threshold_bytes", _int, 1),
+    "brokerServiceCompactionMonitorIntervalInSeconds": (
+        "broker", "broker_service_compaction_monitor_interval_seconds", _int, 1,
+    ),
     "managedLedgerMaxEntriesPerLedger": ("ledger", "max_entries_per_ledger", _int, 1),
     "managedLedgerMaxSizePerLedgerMbytes": ("ledger", "max_size_per_ledger_bytes", _int, MIB),
     "managedLedgerMaxLedgerRolloverTimeMinutes": ("ledger", "max_ledger_rollover_time_ms", _int, 60_000),

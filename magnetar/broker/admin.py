@@ -58,6 +58,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "retention_policies": None,
     "deleted": False,
     "autoTopicCreationOverride": None,
+    "compaction_threshold": None,
     "schema_auto_update_compatibility_strategy": "Full",
     "offload_threshold": -1,
     "offload_deletion_lag_ms": None,
@@ -355,6 +356,8 @@ class BrokerAdmin:
             if busy and not force:
                 raise PreconditionFailed("Topic has active producers/subscriptions")
             await loaded.disconnect_clients(consumers=True)
+            if loaded.compacted is not None and self.broker.compaction is not None:
+                await self.broker.compaction.detach(loaded.compacted, delete=True)
             if self.broker.topics.get(str(topic)) is loaded:
                 del self.broker.topics[str(topic)]
             loaded.closed = True
@@ -390,6 +393,8 @@ class BrokerAdmin:
             if loaded is None:
                 continue
             await loaded.disconnect_clients(consumers=True)
+            if loaded.compacted is not None and self.broker.compaction is not None:
+                await self.broker.compaction.detach(loaded.compacted, delete=False)
             if self.broker.topics.get(str(name)) is loaded:
                 del self.broker.topics[str(name)]
             await loaded.close()
@@ -474,6 +479,12 @@ def _ttl(value: Any) -> int:
     return _int_field(value, "messageTTL", 0)
 
 
+def _compaction_threshold(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PreconditionFailed("compactionThreshold must be 0 or greater")
+    return value
+
+
 def _clusters(value: Any) -> list[str]:
     if not _string_list(value):
         raise InvalidRequest("replication clusters must be a list of cluster names")
@@ -502,4 +513,5 @@ POLICY_SETTERS: dict[str, Any] = {
     "autoTopicCreationOverride": _auto_topic_creation,
     "offload_threshold": lambda v: _int_field(v, "offloadThreshold"),
     "offload_deletion_lag_ms": lambda v: _int_field(v, "offloadDeletionLagMs"),
+    "compaction_threshold": _compaction_threshold,
 }

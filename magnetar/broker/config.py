@@ -64,3 +64,6 @@ class BrokerConfig:
     # geo-replication (broker/replication/)
     replication_producer_queue_size: int = 1000  # replicationProducerQueueSize: entries in flight per replicator
     replication_policy_check_duration_seconds: int = 600  # replicationPolicyCheckDurationSeconds
+    # compaction (broker/compaction/); a namespace's compaction_threshold overrides the threshold
+    broker_service_compaction_threshold_bytes: int = 0  # brokerServiceCompactionThresholdInBytes: 0 = off
+    broker_service_compaction_monitor_interval_seconds: int = 60  # brokerServiceCompactionMonitorIntervalInSeconds

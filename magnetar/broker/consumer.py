@@ -49,6 +49,7 @@ class Consumer:
     key_shared_mode: int = 0  # AUTO_SPLIT=0, STICKY=1
     hash_ranges: tuple[tuple[int, int], ...] = ()
     allow_out_of_order: bool = False
+    read_compacted: bool = False  # SUBSCRIBE.read_compacted: the compacted view first (compaction/)
     max_permits: int = 1_000_000
     max_unacked_messages: int = 0  # maxUnackedMessagesPerConsumer; 0 = no limit
     permits: int = 0

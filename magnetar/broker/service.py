@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.broker.compaction import CompactedTopic, CompactionService
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
@@ -24,7 +25,7 @@ from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.nonpersistent import NonPersistentTopics
 from magnetar.broker.offload.service import OffloadService
 from magnetar.broker.replication.service import ReplicationService
-from magnetar.broker.retention import ExpiringTopic, RetentionService
+from magnetar.broker.retention import ExpiringTopic, RetentionService, namespace_policies
 from magnetar.broker.schema import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
@@ -37,6 +38,7 @@ from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
+from magnetar.storage.api import LedgerStore
 
 log = logging.getLogger("magnetar.broker")
 
@@ -71,7 +73,10 @@ class BrokerService:
         metadata: md.MetadataStore,
         ledgers: ManagedLedgerFactory,
         clock: Clock | None = None,
+        *,
+        store: LedgerStore | None = None,
     ) -> None:
+        """``store`` holds compacted ledgers; without one, topics are not compacted."""
         self.config = config
         self.metadata = metadata
         self.ledgers = ledgers
@@ -103,6 +108,12 @@ class BrokerService:
             queue_size=config.replication_producer_queue_size,
             check_interval_s=config.replication_policy_check_duration_seconds,
         )
+        self.compaction = CompactionService(
+            store, self.clock, lambda ns: namespace_policies(metadata, ns), self._compacted_topics,
+            threshold_bytes=config.broker_service_compaction_threshold_bytes,
+            monitor_interval_s=config.broker_service_compaction_monitor_interval_seconds,
+            max_message_size=config.max_message_size,
+        ) if store is not None else None
 
     async def start(self) -> None:
         """Create the cluster and the standalone namespaces if this is a fresh metadata store."""
@@ -119,6 +130,8 @@ class BrokerService:
         self.retention.start()
         self.offload.start()
         self.replication.start()
+        if self.compaction is not None:
+            self.compaction.start()
 
     def new_producer_name(self) -> str:
         self._producer_counter += 1
@@ -325,6 +338,8 @@ class BrokerService:
         except BaseException:
             await loaded.close()
             raise
+        if self.compaction is not None:
+            loaded.compacted = await self.compaction.attach(str(topic), ledger)
         log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),
                  len(loaded.subscriptions))
         return loaded
@@ -339,11 +354,16 @@ class BrokerService:
         """For the retention task: every loaded topic with its namespace."""
         return [(t.name.namespace_name, t) for t in self.topics.values()]
 
+    def _compacted_topics(self) -> list[tuple[NamespaceName, CompactedTopic]]:
+        return [(t.name.namespace_name, t.compacted) for t in self.topics.values() if t.compacted is not None]
+
     async def close(self) -> None:
         self.closing = True
         await self.retention.stop()
         await self.offload.stop()
         await self.replication.close()
+        if self.compaction is not None:
+            await self.compaction.stop()
         for topic in list(self.topics.values()):
             try:
                 await topic.close()

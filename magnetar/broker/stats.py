@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.broker.compaction import stats_json
+from magnetar.broker.compaction.view import CompactionRecord
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.producer import Producer
 from magnetar.broker.replication.stats import replication_stats, sum_replication
@@ -196,8 +198,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "nonContiguousDeletedMessagesRanges": ranges,
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
         "delayedMessageIndexSizeInBytes": 0,
-        "compaction": {"lastCompactionRemovedEventCount": 0, "lastCompactionSucceedTimestamp": 0,
-                       "lastCompactionFailedTimestamp": 0, "lastCompactionDurationTimeInMills": 0},
+        "compaction": stats_json(topic.compacted.record if topic.compacted is not None else CompactionRecord()),
         "ownerBroker": owner,
     }
 

@@ -49,6 +49,8 @@ class Subscription:
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
         self.dispatcher: Dispatcher | None = None
+        self.read_compacted_cursor: Cursor | None = None  # what read_compacted consumers dispatch from
+        self._dispatching: Cursor = cursor
         self._closing: set[asyncio.Task[None]] = set()  # dispatchers replaced by a type change
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
@@ -66,7 +68,14 @@ class Subscription:
                 )
             if consumer.sub_type == SubType.EXCLUSIVE:
                 raise ConsumerBusy(f"Exclusive consumer is already connected to subscription {self.name!r}")
-        if self.dispatcher is None or self.dispatcher.sub_type != consumer.sub_type:
+        compacted = self.read_compacted_cursor if consumer.read_compacted else None
+        wanted = compacted or self.cursor
+        if (
+            self.dispatcher is None
+            or self.dispatcher.sub_type != consumer.sub_type
+            or (self._dispatching is not wanted and not self.dispatcher.consumers)
+        ):
+            self._dispatching = wanted
             if self.dispatcher is not None:  # no consumers left: the old type's dispatcher goes
                 task = asyncio.get_running_loop().create_task(self.dispatcher.close())
                 self._closing.add(task)
@@ -74,7 +83,7 @@ class Subscription:
             self.dispatcher = new_dispatcher(
                 consumer.sub_type,
                 self.ledger,
-                self.cursor,
+                wanted,
                 self.clock,
                 read_batch_max=self._read_batch_max,
                 read_bytes_max=self._read_bytes_max,

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from magnetar import protocol as proto
 from magnetar.broker.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
 from magnetar.broker.buckets import entry_size_buckets, write_latency_buckets
-from magnetar.broker.consumer import Consumer
+from magnetar.broker.compaction import CompactedTopic
+from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dedup import Deduplication, dedup_key, is_partial_chunk, last_sequence_id_of
 from magnetar.broker.errors import (
     BrokerError,
@@ -91,6 +92,7 @@ class PersistentTopic:
         self.access = ProducerAccess(self, self._fence)
         self.txn = transactions(self) if transactions is not None else None  # the transaction buffer and acks
         self.replicators: dict[str, ReplicatorView] = {}  # by remote cluster; the replication service fills it
+        self.compacted: CompactedTopic | None = None  # set by the broker when compaction is available
         for cursor_name, cursor in ledger.cursors.items():
             if is_reserved_cursor(cursor_name):
                 continue
@@ -338,7 +340,10 @@ class PersistentTopic:
         name = consumer.subscription_name
         if is_reserved_cursor(name):
             raise NotAllowed(f"Subscription name {name!r} is reserved for the broker's own cursors")
+        if consumer.read_compacted and consumer.sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+            raise NotAllowed("Compacted reads are only allowed on Exclusive or Failover subscriptions")
         sub = self.subscriptions.get(name)
+        created = sub is None
         if sub is None:
             if durable:
                 cursor = await self.ledger.open_cursor(name, initial_position)
@@ -354,6 +359,9 @@ class PersistentTopic:
             self.subscriptions[name] = sub
         elif not sub.durable and durable:
             raise ConsumerBusy(f"Subscription {name!r} is a non-durable reader subscription")
+        if consumer.read_compacted and self.compacted is not None:  # the compacted view, then the topic
+            from_start = created and initial_position == InitialPosition.EARLIEST
+            sub.read_compacted_cursor = self.compacted.reading_cursor(sub.cursor, start, from_start=from_start)
         try:
             sub.add_consumer(consumer)
         except BrokerError:

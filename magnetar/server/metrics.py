@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from magnetar.broker.compaction import metric_values
+from magnetar.broker.compaction.service import METRICS as COMPACTION_METRICS
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.broker.subscription import Subscription
@@ -84,10 +86,14 @@ class BrokerCollector(Collector):
                 "pulsar_consumer_unacked_messages", "Messages the consumer holds unacked", labels=CONSUMER_LABELS),
         }
         topics_count: dict[str, int] = {}
+        compaction = {n: GaugeMetricFamily(n, doc, labels=TOPIC_LABELS) for n, doc in COMPACTION_METRICS.items()}
         for topic in list(self._broker.topics.values()):
             ns = str(topic.name.namespace_name)
             topics_count[ns] = topics_count.get(ns, 0) + 1
             self._topic(topic, [cluster, ns, str(topic.name)], g, c, sg, clients)
+            if topic.compacted is not None and topic.compacted.record.status != "NOT_RUN":
+                for name, value in metric_values(topic.compacted.record).items():
+                    compaction[name].add_metric([cluster, ns, str(topic.name)], value)
         count = GaugeMetricFamily("pulsar_topics_count", "Loaded topics", labels=["cluster", "namespace"])
         for ns, n in sorted(topics_count.items()):
             count.add_metric([cluster, ns], n)
@@ -96,6 +102,7 @@ class BrokerCollector(Collector):
         yield from c.values()
         yield from sg.values()
         yield from clients.values()
+        yield from compaction.values()
 
     def _topic(
         self,

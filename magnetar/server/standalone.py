@@ -121,7 +121,7 @@ class Standalone:
         self.offload_store = await open_checked_offload_store(s.broker.offload)
         self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock,
                                      offload_store=self.offload_store)
-        self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock)
+        self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock, store=self.store)
         self.broker.replication.factory = self._remote_producers
         await self.broker.start()
         await self._start_ledger_deletion()

@@ -52,6 +52,12 @@ MESSAGE_ID: Schema = {
     "properties": {"ledgerId": _INT, "entryId": _INT, "partitionIndex": _INT, "batchIndex": _INT,
                    "isExcluded": {"type": "boolean"}},
 }
+LONG_RUNNING_STATUS: Schema = {
+    "type": "object",
+    "required": ["status", "lastError"],
+    "properties": {"status": {"type": "string", "enum": ["NOT_RUN", "RUNNING", "SUCCESS", "ERROR"]},
+                   "lastError": {"type": "string"}},
+}
 PARTITIONS: Schema = {"type": "object", "required": ["partitions"], "properties": {"partitions": _INT}}
 OFFLOAD_STATUS: Schema = {
     "type": "object",

@@ -31,6 +31,7 @@ POLICY_RESOURCES: dict[str, tuple[str, dict[str, Any]]] = {
 PUT_POLICY_RESOURCES: dict[str, tuple[str, dict[str, Any]]] = {
     "offloadThreshold": ("offload_threshold", {"type": "integer", "minimum": -1}),
     "offloadDeletionLagMs": ("offload_deletion_lag_ms", {"type": "integer", "minimum": -1}),
+    "compactionThreshold": ("compaction_threshold", {"type": "integer", "minimum": 0}),
 }
 POLICY_DEFAULTS: dict[str, Any] = {
     "retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},

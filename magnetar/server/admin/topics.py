@@ -11,9 +11,12 @@ from aiohttp import web
 
 from magnetar.broker.admin import BrokerAdmin, parse_namespace, parse_topic
 from magnetar.broker.admin_subscriptions import SubscriptionAdmin, parse_message_id
+from magnetar.broker.compaction import CompactedTopic, CompactionService, status_json
+from magnetar.broker.errors import NotAllowed
 from magnetar.broker.names import TopicName
 from magnetar.broker.service import PARTITIONS_MAX
 from magnetar.broker.stats import RateTracker, internal_stats, partitioned_stats, topic_stats
+from magnetar.broker.topic import PersistentTopic
 from magnetar.ledger.api import Position
 from magnetar.server.admin import openapi as s
 from magnetar.server.admin.routes import Route, flag, int_value, json_body, match, no_content, ok
@@ -22,6 +25,18 @@ BASE = "/admin/v2/persistent/{tenant}/{namespace}"
 TOPIC = BASE + "/{topic}"
 SUB = TOPIC + "/subscription/{subName}"
 FORCE = {"force": {"type": "boolean"}}
+
+
+def _service(admin: BrokerAdmin) -> CompactionService:
+    if admin.broker.compaction is None:
+        raise NotAllowed("This broker has no store for compacted ledgers")
+    return admin.broker.compaction
+
+
+def _compacted(topic: PersistentTopic) -> CompactedTopic:
+    if topic.compacted is None:
+        raise NotAllowed("This broker has no store for compacted ledgers")
+    return topic.compacted
 
 
 def _topic(req: web.Request) -> TopicName:
@@ -99,6 +114,14 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
     async def offload_status(req: web.Request) -> web.Response:
         return ok(admin.broker.offload.status((await admin.load(_topic(req))).ledger))
 
+    async def compact(req: web.Request) -> web.Response:
+        for name in await admin.targets(_topic(req)):
+            _service(admin).trigger(_compacted(await admin.load(name)))
+        return no_content()
+
+    async def compaction_status(req: web.Request) -> web.Response:
+        return ok(status_json(_compacted(await admin.load(_topic(req))).record))
+
     return [
         Route("GET", BASE, list_topics, "List the namespace's topics", "topics", result=s.STRING_LIST),
         Route("GET", BASE + "/partitioned", list_partitioned, "List partitioned topics", "topics",
@@ -125,6 +148,9 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
               ok=204, body=s.MESSAGE_ID, body_required=True),
         Route("GET", TOPIC + "/offload", offload_status, "Status of the last offload", "topics",
               result=s.OFFLOAD_STATUS),
+        Route("PUT", TOPIC + "/compaction", compact, "Start compacting the topic", "topics", ok=204),
+        Route("GET", TOPIC + "/compaction", compaction_status, "Status of the topic's compaction", "topics",
+              result=s.LONG_RUNNING_STATUS),
         *subscription_routes(SubscriptionAdmin(admin)),
     ]
 

@@ -90,6 +90,7 @@ def new_consumer(conn: ServerConnection, req: proto.pb.CommandSubscribe, topic_n
         partition=topic_name.partition_index,
         created_ms=conn.clock.now_ms(),
         metadata={kv.key: kv.value for kv in req.metadata},
+        read_compacted=req.read_compacted,
         max_permits=conn.broker.config.max_consumer_permits,
         max_unacked_messages=(
             conn.broker.config.max_unacked_messages_per_consumer
@@ -201,6 +202,8 @@ async def on_get_last_message_id(conn: ServerConnection, cmd: proto.pb.BaseComma
     req = cmd.getLastMessageId
     consumer, topic, sub = _required(conn, req.consumer_id)
     last, batch_index = await topic.last_message_id()
+    if consumer.read_compacted and topic.compacted is not None:
+        last, batch_index = await topic.compacted.last_message_id(last, batch_index)
     mark_delete = sub.cursor.mark_delete_position
     conn.send_frame(
         proto.encode_command(

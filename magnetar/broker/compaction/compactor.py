@@ -1,0 +1,148 @@
+"""The two-pass compactor.
+
+Pass 1 reads what a compacted reader from the start sees (the current compacted view, then the topic up to
+a cut-off, the horizon) and keeps, per key, the position and batch index of its latest message; a tombstone
+removes the key, keyless messages, markers and aborted transactional messages count for nothing. Pass 2
+reads the same range again and writes every entry that holds a latest message to a new compacted ledger (a
+batch keeps only its still-latest indexes). The switch then writes the new ledger, its entry count and the
+horizon into the ``__compaction`` cursor in one metadata write, moves the cursor's mark-delete to the
+horizon (retention may now trim what the view covers), and deletes the replaced ledger.
+
+Crash safety: before pass 2 writes anything the new ledger's id is recorded as ``pending``; a restart finds
+it, deletes it and runs the compaction again. Until the switch's single write lands, readers and a restart
+see the old view; after it, the new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from magnetar import protocol as proto
+from magnetar.broker.compaction.entries import compact_entry, encode_compacted, is_batch, retained_words
+from magnetar.broker.compaction.state import NONE, PENDING_PROPERTY, CompactedView, switch_properties
+from magnetar.broker.compaction.view import CompactedTopic, delete_compacted_ledger
+from magnetar.clock import Clock
+from magnetar.ledger.api import Cursor, Position
+from magnetar.storage.api import StorageError
+
+log = logging.getLogger("magnetar.broker.compaction")
+
+APPENDS_IN_FLIGHT_MAX = 256  # pass 2 appends pipelined into the compacted ledger
+
+
+class CompactionError(Exception):
+    """A compaction failed; the previous view stays."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    view: CompactedView
+    messages_read: int
+    messages_kept: int
+    duration_ms: int
+
+    @property
+    def removed(self) -> int:
+        return max(self.messages_read - self.messages_kept, 0)
+
+
+def compacted_ledger_metadata(topic: str) -> dict[str, str]:
+    return {"application": "magnetar", "component": "compacted-ledger", "pulsar/managed-ledger": topic}
+
+
+async def compact(topic: CompactedTopic, clock: Clock) -> CompactionResult:
+    """Compact ``topic`` up to its last readable entry and switch readers to the new view."""
+    started_ms = clock.monotonic_ms()
+    cursor = await topic.cursor()
+    old = topic.view
+    horizon = topic.txn.max_read_position(topic.ledger.last_confirmed)
+    latest, read = await _pass_one(topic, horizon)
+    keep: dict[Position, set[int]] = {}
+    for position, batch_index in latest.values():
+        keep.setdefault(position, set()).add(batch_index)
+    new = await _pass_two(topic, cursor, horizon, keep)
+    await _switch(topic, cursor, old, new)
+    duration_ms = int(clock.monotonic_ms() - started_ms)
+    log.info("%s: compacted %d messages to %d keys in %d entries up to %s (%d ms)", topic.name, read, len(latest),
+             new.entries, horizon, duration_ms)
+    return CompactionResult(new, read, len(latest), duration_ms)
+
+
+async def _pass_one(topic: CompactedTopic, horizon: Position) -> tuple[dict[str, tuple[Position, int]], int]:
+    latest: dict[str, tuple[Position, int]] = {}
+    read = 0
+    log.info("%s: compaction pass 1 up to %s", topic.name, horizon)
+    async for entry in topic.stream(horizon):
+        _, messages = await topic.visible(entry, bodies=False)
+        read += len(messages)
+        for m in messages:
+            if m.key is None:
+                continue
+            if m.null_value:
+                latest.pop(m.key, None)
+            else:
+                latest[m.key] = (entry.position, m.batch_index)
+    return latest, read
+
+
+async def _pass_two(
+    topic: CompactedTopic, cursor: Cursor, horizon: Position, keep: dict[Position, set[int]]
+) -> CompactedView:
+    info = await topic.store.create_ledger(compacted_ledger_metadata(topic.ledger.name))
+    ledger_id = info.ledger_id
+    await cursor.set_properties({PENDING_PROPERTY: ledger_id})
+    log.info("%s: compaction pass 2 writes %d entries to ledger %d", topic.name, len(keep), ledger_id)
+    written = 0
+    pending: list[bytes] = []
+    try:
+        async for entry in topic.stream(horizon):
+            indexes = keep.get(entry.position)
+            if indexes is None:
+                continue
+            meta = proto.parse_entry_metadata(entry.data)
+            data = compact_entry(entry.data, meta, indexes, topic.max_message_size)
+            words = retained_words(indexes, max(meta.num_messages_in_batch, 1)) if is_batch(meta) else []
+            pending.append(encode_compacted(entry.position, words, data))
+            if len(pending) >= APPENDS_IN_FLIGHT_MAX:
+                written = await _append_all(topic, ledger_id, pending, written)
+                pending = []
+        written = await _append_all(topic, ledger_id, pending, written)
+        await topic.store.seal(ledger_id)
+    except (StorageError, proto.ProtocolError, CompactionError) as exc:
+        await _abandon(topic, cursor, ledger_id)
+        raise CompactionError(f"pass 2 failed: {exc}") from exc
+    return CompactedView(ledger_id, written, horizon)
+
+
+async def _append_all(topic: CompactedTopic, ledger_id: int, datas: list[bytes], written: int) -> int:
+    """Append in order with many appends in flight; the ids must follow on from ``written``."""
+    if not datas:
+        return written
+    ids = await asyncio.gather(*(topic.store.append(ledger_id, d) for d in datas))
+    if list(ids) != list(range(written, written + len(datas))):
+        raise CompactionError(f"compacted ledger {ledger_id}: appends landed out of order")
+    return written + len(datas)
+
+
+async def _abandon(topic: CompactedTopic, cursor: Cursor, ledger_id: int) -> None:
+    """A failed pass 2: its ledger goes, and nothing refers to it any more."""
+    try:
+        await delete_compacted_ledger(topic.store, ledger_id)
+        await cursor.set_properties({PENDING_PROPERTY: NONE})
+    except Exception:  # best effort: a restart's recovery deletes it otherwise
+        log.exception("%s: cleaning up compacted ledger %d failed", topic.name, ledger_id)
+
+
+async def _switch(topic: CompactedTopic, cursor: Cursor, old: CompactedView | None, new: CompactedView) -> None:
+    retired = old.ledger_id if old is not None else NONE
+    await cursor.set_properties(switch_properties(new, retired))  # the switch: one cursor record
+    topic.view = new
+    log.info("%s: switched to compacted ledger %d (horizon %s)", topic.name, new.ledger_id, new.horizon)
+    if new.horizon > cursor.mark_delete_position:
+        cursor.acknowledge_cumulative(new.horizon)  # only now may retention trim what the view covers
+        await cursor.flush()
+    if old is not None:
+        for ledger_id in topic.retire(old.ledger_id):
+            await delete_compacted_ledger(topic.store, ledger_id)

@@ -1,0 +1,199 @@
+"""The compaction service: one compaction at a time per topic, its status, and the threshold monitor.
+
+Owns each loaded topic's :class:`CompactedTopic` (attached when the topic loads; a compaction a crash
+interrupted runs again then), the admin trigger and status (Pulsar's ``LongRunningProcessStatus``:
+``NOT_RUN``, ``RUNNING``, ``SUCCESS``, ``ERROR`` with ``lastError``), the ``compaction`` block of topic stats
+and the ``pulsar_compaction_*`` values, and the task that, every ``brokerServiceCompactionMonitorIntervalInSeconds``,
+compacts topics whose bytes after the horizon reach the namespace's ``compaction_threshold`` (else
+``brokerServiceCompactionThresholdInBytes``; 0 disables).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from magnetar.broker.compaction.compactor import CompactionResult, compact
+from magnetar.broker.compaction.txn import TxnFilter
+from magnetar.broker.compaction.view import CompactedTopic, CompactionRecord
+from magnetar.broker.errors import Conflict
+from magnetar.broker.names import NamespaceName
+from magnetar.clock import Clock
+from magnetar.ledger.api import ManagedLedger
+from magnetar.storage.api import LedgerStore
+
+log = logging.getLogger("magnetar.broker.compaction")
+
+TOPICS_PER_PASS_MAX = 100_000
+THRESHOLD_POLICY = "compaction_threshold"
+
+PolicyReader = Callable[[NamespaceName], Awaitable[dict[str, Any]]]
+LoadedTopics = Callable[[], list[tuple[NamespaceName, CompactedTopic]]]
+SleepS = Callable[[float], Awaitable[None]]
+
+
+class CompactionService:
+    def __init__(
+        self,
+        store: LedgerStore,
+        clock: Clock,
+        policies: PolicyReader,
+        loaded: LoadedTopics,
+        *,
+        threshold_bytes: int = 0,
+        monitor_interval_s: float = 60.0,
+        max_message_size: int = 5 * 1024 * 1024,
+        sleep_s: SleepS = asyncio.sleep,
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self._policies = policies
+        self._loaded = loaded
+        self.threshold_bytes = threshold_bytes
+        self._monitor_interval_s = monitor_interval_s
+        self._max_message_size = max_message_size
+        self._sleep_s = sleep_s
+        self.txn_filter: TxnFilter | None = None  # the transaction buffer plugs in here
+        self._running: dict[str, asyncio.Task[CompactionResult | None]] = {}
+        self._monitor: asyncio.Task[None] | None = None
+
+    # ---- topics --------------------------------------------------------------------------------------
+
+    async def attach(self, name: str, ledger: ManagedLedger) -> CompactedTopic:
+        topic = CompactedTopic(name, ledger, self.store, max_message_size=self._max_message_size,
+                               txn=self.txn_filter)
+        await topic.recover()
+        if topic.needs_rerun:
+            self.trigger(topic)
+        return topic
+
+    async def detach(self, topic: CompactedTopic, *, delete: bool) -> None:
+        """The topic is unloaded (or deleted, with its compacted ledgers)."""
+        task = self._running.pop(topic.name, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+        if delete:
+            await topic.delete_all()
+
+    # ---- running -------------------------------------------------------------------------------------
+
+    def is_running(self, topic: CompactedTopic) -> bool:
+        task = self._running.get(topic.name)
+        return task is not None and not task.done()
+
+    def trigger(self, topic: CompactedTopic) -> asyncio.Task[CompactionResult | None]:
+        """Start a compaction in the background (Conflict if one is running)."""
+        if self.is_running(topic):
+            raise Conflict("Compaction already in progress")
+        topic.record.status = "RUNNING"
+        task = asyncio.get_running_loop().create_task(self._run(topic), name=f"compaction {topic.name}")
+        self._running[topic.name] = task
+        return task
+
+    async def _run(self, topic: CompactedTopic) -> CompactionResult | None:
+        record = topic.record
+        try:
+            result = await compact(topic, self._clock)
+        except asyncio.CancelledError:
+            record.status, record.last_error = "ERROR", "Compaction was cancelled (topic unloaded)"
+            raise
+        except Exception as exc:  # any failure is reported through the status, never lost in a task
+            log.warning("%s: compaction failed: %s", topic.name, exc, exc_info=True)
+            record.status, record.last_error = "ERROR", f"{type(exc).__name__}: {exc}"
+            record.failed += 1
+            record.failed_timestamp_ms = self._clock.now_ms()
+            return None
+        record.status, record.last_error = "SUCCESS", ""
+        record.succeeded += 1
+        record.succeed_timestamp_ms = self._clock.now_ms()
+        record.duration_ms = result.duration_ms
+        record.removed_event_count = result.removed
+        record.removed_total += result.removed
+        record.compacted_entries = result.view.entries
+        topic.needs_rerun = False
+        return result
+
+    # ---- the threshold monitor -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._monitor is None and self._monitor_interval_s > 0:
+            self._monitor = asyncio.get_running_loop().create_task(self._watch(), name="magnetar-compaction")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._monitor, *self._running.values()) if t is not None]
+        self._monitor = None
+        self._running.clear()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _watch(self) -> None:
+        while True:  # lives as long as the broker; one pass per interval
+            await self._sleep_s(self._monitor_interval_s)
+            try:
+                await self.check_thresholds()
+            except Exception:  # a bug must not end automatic compaction for the broker's life
+                log.exception("compaction threshold check failed")
+
+    async def threshold_of(self, namespace: NamespaceName) -> int:
+        value = (await self._policies(namespace)).get(THRESHOLD_POLICY)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        return self.threshold_bytes
+
+    async def check_thresholds(self) -> list[str]:
+        """Start a compaction on every loaded topic past its threshold; returns their names."""
+        started = []
+        cache: dict[NamespaceName, int] = {}
+        for namespace, topic in self._loaded()[:TOPICS_PER_PASS_MAX]:
+            if namespace not in cache:
+                cache[namespace] = await self.threshold_of(namespace)
+            threshold = cache[namespace]
+            if threshold > 0 and not self.is_running(topic) and topic.backlog_bytes() >= threshold:
+                log.info("%s: %d bytes after the horizon reach the threshold %d: compacting", topic.name,
+                         topic.backlog_bytes(), threshold)
+                self.trigger(topic)
+                started.append(topic.name)
+        return started
+
+
+# ---- what admin and metrics show ------------------------------------------------------------------------
+
+
+def status_json(record: CompactionRecord) -> dict[str, Any]:
+    """Pulsar's LongRunningProcessStatus."""
+    return {"status": record.status, "lastError": record.last_error}
+
+
+def stats_json(record: CompactionRecord) -> dict[str, Any]:
+    """The ``compaction`` block of topic stats."""
+    return {
+        "lastCompactionRemovedEventCount": record.removed_event_count,
+        "lastCompactionSucceedTimestamp": record.succeed_timestamp_ms,
+        "lastCompactionFailedTimestamp": record.failed_timestamp_ms,
+        "lastCompactionDurationTimeInMills": record.duration_ms,
+    }
+
+
+#: Pulsar's per-topic compaction metrics (gauges, as Pulsar exposes them): name -> help
+METRICS: dict[str, str] = {
+    "pulsar_compaction_removed_event_count": "Messages compaction removed",
+    "pulsar_compaction_succeed_count": "Compactions that succeeded",
+    "pulsar_compaction_failed_count": "Compactions that failed",
+    "pulsar_compaction_duration_time_in_mills": "Duration of the last compaction (ms)",
+    "pulsar_compaction_compacted_entries_count": "Entries in the compacted ledger",
+}
+
+
+def metric_values(record: CompactionRecord) -> dict[str, float]:
+    return {
+        "pulsar_compaction_removed_event_count": record.removed_total,
+        "pulsar_compaction_succeed_count": record.succeeded,
+        "pulsar_compaction_failed_count": record.failed,
+        "pulsar_compaction_duration_time_in_mills": record.duration_ms,
+        "pulsar_compaction_compacted_entries_count": record.compacted_entries,
+    }
