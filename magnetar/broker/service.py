@@ -29,7 +29,7 @@ from magnetar.broker.retention import ExpiringTopic, RetentionService, namespace
 from magnetar.broker.schema import SchemaRegistry
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
-from magnetar.broker.transactions.batching import BatchedLogSwitch
+from magnetar.broker.transactions.batching import BatchedLogSwitch, LogFamily
 from magnetar.broker.transactions.coordinators import TransactionCoordinatorService, is_coordinator_log
 from magnetar.broker.transactions.participants import BrokerParticipants
 from magnetar.broker.transactions.pending_ack_log import is_transaction_internal
@@ -330,6 +330,7 @@ class BrokerService:
                 ledgers=self.ledgers,
                 snapshots=self._txn_snapshots,
                 ledger_config=self.config.managed_ledger,
+                new_writer=functools.partial(self.txn_log_batching.new_writer, LogFamily.PENDING_ACK),
             ),
         )
         await loaded.start()

@@ -51,6 +51,7 @@ class PendingAckStore:
         self._txns: dict[TxnId, _TxnAcks] = {}
         self._owners: dict[Position, dict[TxnId, int]] = {}  # entry -> txn -> mask it acked
         self._cumulative: tuple[TxnId, Position] | None = None
+        self._handles: dict[TxnId, list[object]] = {}  # the log records of each open transaction
         self.committed_total = 0
         self.aborted_total = 0
         self.acks_total = 0
@@ -92,10 +93,11 @@ class PendingAckStore:
         record = AckRecord(txn, cumulative, tuple(ids))
         undo = self._reserve(record)
         try:
-            await self._log.append(record)
+            handle = await self._log.append(record)
         except ManagedLedgerError as exc:
             undo()
             raise PersistenceError(f"Failed to persist the pending ack of {txn} on {self.topic}: {exc}") from exc
+        self._handles.setdefault(txn, []).append(handle)
         self.acks_total += 1
 
     def _conflict(self, txn: TxnId, position: Position, why: str) -> TransactionConflict:
@@ -179,9 +181,10 @@ class PendingAckStore:
             if action is TxnAction.COMMIT:
                 self._apply(acks)
                 await self.sub.cursor.flush()
-            await self._log.append(EndRecord(txn, action))
+            end = await self._log.append(EndRecord(txn, action))
         except ManagedLedgerError as exc:
             raise PersistenceError(f"Failed to end {txn} on {self.topic} / {self.sub.name}: {exc}") from exc
+        self._log.release([*self._handles.pop(txn, []), end])  # recovery no longer needs any of them
         self._forget(txn, acks)
         if action is TxnAction.COMMIT:
             self.committed_total += 1
@@ -237,13 +240,15 @@ class PendingAckStore:
 
     async def recover(self) -> None:
         """Replay the log: acks of transactions without an end record are pending again."""
-        for _position, record in await self._log.replay():
-            if isinstance(record, EndRecord):
+        for handle, record in await self._log.replay():
+            if isinstance(record, EndRecord):  # ended, but the release had not reached the log before a crash
                 acks = self._txns.get(record.txn)
                 if acks is not None:
                     self._forget(record.txn, acks)
+                self._log.release([*self._handles.pop(record.txn, []), handle])
             else:
                 self._reserve(record)
+                self._handles.setdefault(record.txn, []).append(handle)
         if self._txns:
             log.info("%s / %s: %d transactions with pending acks recovered", self.topic, self.sub.name,
                      len(self._txns))

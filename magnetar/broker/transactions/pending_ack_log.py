@@ -3,8 +3,9 @@
 Each record is one transactional ACK (the txn, individual or cumulative, the positions with the batch
 indexes acked) or the end of a transaction on the subscription (commit or abort, written after the outcome
 is applied). Replaying the log in order rebuilds the acks still pending. Records are small JSON documents
-with a version, one per ledger entry; PIP-160's batched writer slots in behind :class:`PendingAckLog` (the
-store only appends records and replays them).
+with a version, written through PIP-160's buffered writer (one per entry, or many per entry when
+``transactionPendingAckBatchedWriteEnabled``). Records of ended transactions are released on the log's own
+cursor (batch-index acks inside batched entries), so replay skips them and consumed ledgers are trimmed.
 
 The log is a managed ledger named ``{topic}-{subscription}__transaction_pending_ack`` in the topic's
 namespace, as Pulsar names it. Knows nothing of cursors' meaning or of dispatch.
@@ -12,18 +13,33 @@ namespace, as Pulsar names it. Knows nothing of cursors' meaning or of dispatch.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from magnetar.broker.names import TopicName
+from magnetar.broker.transactions import log_records
 from magnetar.broker.transactions.api import TxnAction, TxnId
-from magnetar.ledger.api import EntryCorruptedError, ManagedLedger, Position
+from magnetar.broker.transactions.buffered_writer import BatchingConfig, BufferedWriter, RecordPosition, WriterError
+from magnetar.ledger.api import (
+    Cursor,
+    InitialPosition,
+    ManagedLedger,
+    ManagedLedgerError,
+    Position,
+    RetentionPolicy,
+)
+from magnetar.protocol.txn_log_batch import LogKind
+
+log = logging.getLogger("magnetar.broker.transactions.pending_ack_log")
 
 PENDING_ACK_SUFFIX = "__transaction_pending_ack"
 RECORD_VERSION = 1
-REPLAY_BATCH_ENTRIES = 256
+CURSOR_NAME = "__pending_ack_log"  # the log's own cursor: released records are acked on it
+TRIM_EVERY_RELEASES = 1000  # ended transactions between two trims of the log
 WHOLE = -1  # the mask of an ack of a whole entry
 
 
@@ -94,53 +110,95 @@ def decode_record(data: bytes) -> Record:
 
 
 class PendingAckLog(Protocol):
-    """Where a pending-ack store writes (PIP-160 batches behind this)."""
+    """Where a pending-ack store writes. ``append`` returns a handle of the record; ``release`` tells the
+    log which records no transaction needs any more (replay skips them; storage behind them is trimmed)."""
 
-    async def append(self, record: Record) -> Position: ...
+    async def append(self, record: Record) -> object: ...
 
-    async def replay(self) -> Sequence[tuple[Position, Record]]: ...
+    async def replay(self) -> Sequence[tuple[object, Record]]: ...
+
+    def release(self, handles: Iterable[object]) -> None: ...
 
     async def close(self) -> None: ...
 
     async def delete(self) -> None: ...
 
 
-class ManagedLedgerAckLog:
-    """One record per entry of the subscription's pending-ack managed ledger."""
+class RecordWriter(Protocol):
+    """Makes one serialized record durable and tells where it lies (PIP-160's BufferedWriter)."""
 
-    def __init__(self, ledger: ManagedLedger) -> None:
+    def write(self, record: bytes) -> asyncio.Future[RecordPosition]: ...
+
+    async def close(self) -> None: ...
+
+
+WriterFactory = Callable[[ManagedLedger], RecordWriter]
+
+
+def plain_writer(ledger: ManagedLedger) -> RecordWriter:
+    """One record per entry (PIP-160 batching off)."""
+    return BufferedWriter(ledger, LogKind.PENDING_ACK, BatchingConfig(enabled=False))
+
+
+class ManagedLedgerAckLog:
+    """The subscription's pending-ack managed ledger, written through a (possibly batching) record writer;
+    its own cursor marks released records, so replay skips them and consumed ledgers are trimmed."""
+
+    def __init__(self, ledger: ManagedLedger, cursor: Cursor, writer: RecordWriter) -> None:
         self._ledger = ledger
+        self._cursor = cursor
+        self._writer = writer
+        self._releases_since_trim = 0
+        self._trim_task: asyncio.Task[None] | None = None
         self.records_appended = 0
+
+    @classmethod
+    async def open(cls, ledger: ManagedLedger, new_writer: WriterFactory = plain_writer) -> ManagedLedgerAckLog:
+        cursor = await ledger.open_cursor(CURSOR_NAME, InitialPosition.EARLIEST)
+        return cls(ledger, cursor, new_writer(ledger))
 
     @property
     def name(self) -> str:
         return self._ledger.name
 
-    async def append(self, record: Record) -> Position:
-        position = await self._ledger.add_entry(encode_record(record))
+    async def append(self, record: Record) -> RecordPosition:
+        try:
+            position = await self._writer.write(encode_record(record))
+        except WriterError as exc:
+            raise ManagedLedgerError(f"{self._ledger.name}: {exc}") from exc
         self.records_appended += 1
         return position
 
-    async def replay(self) -> list[tuple[Position, Record]]:
-        cursor = self._ledger.new_non_durable_cursor(self._ledger.next_valid_position(self._ledger.first_position()),
-                                                     "__pending_ack_replay")
-        last = self._ledger.last_confirmed
-        records: list[tuple[Position, Record]] = []
+    async def replay(self) -> list[tuple[object, Record]]:
+        return [(p, decode_record(data)) async for p, data in log_records.replay(self._cursor, LogKind.PENDING_ACK)]
+
+    def release(self, handles: Iterable[object]) -> None:
+        for handle in handles:
+            if isinstance(handle, RecordPosition):
+                log_records.release(self._cursor, handle)
+        self._releases_since_trim += 1
+        if self._releases_since_trim >= TRIM_EVERY_RELEASES and self._trim_task is None:
+            self._releases_since_trim = 0
+            self._trim_task = asyncio.get_running_loop().create_task(self._trim())
+
+    async def _trim(self) -> None:
         try:
-            while True:  # bounded: reads stop at the last entry confirmed when replay began
-                try:
-                    entries = await cursor.read_entries(REPLAY_BATCH_ENTRIES, max_position=last)
-                except EntryCorruptedError as exc:
-                    cursor.seek(self._ledger.next_valid_position(exc.position))
-                    continue
-                if not entries:
-                    return records
-                records.extend((e.position, decode_record(e.data)) for e in entries)
+            await self._cursor.flush()
+            await self._ledger.trim(RetentionPolicy())
+        except ManagedLedgerError as exc:
+            log.warning("%s: trimming the pending-ack log failed: %s", self._ledger.name, exc)
         finally:
-            await cursor.close()
+            self._trim_task = None
 
     async def close(self) -> None:
+        if self._trim_task is not None:
+            await self._trim_task
+        await self._writer.close()
+        await self._cursor.close()
         await self._ledger.close()
 
     async def delete(self) -> None:
+        if self._trim_task is not None:
+            await self._trim_task
+        await self._writer.close()
         await self._ledger.delete()

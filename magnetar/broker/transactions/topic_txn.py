@@ -25,7 +25,13 @@ from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.broker.transactions.buffer import SleepMs, TransactionBuffer, asyncio_sleep_ms, before, txn_of
 from magnetar.broker.transactions.pending_ack import PendingAckStore
-from magnetar.broker.transactions.pending_ack_log import AckedId, ManagedLedgerAckLog, pending_ack_topic
+from magnetar.broker.transactions.pending_ack_log import (
+    AckedId,
+    ManagedLedgerAckLog,
+    WriterFactory,
+    pending_ack_topic,
+    plain_writer,
+)
 from magnetar.broker.transactions.snapshot import SnapshotStore
 from magnetar.clock import Clock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, ManagedLedgerError, ManagedLedgerFactory, Position
@@ -82,12 +88,14 @@ class TopicTransactions:
         ledgers: ManagedLedgerFactory,
         snapshots: SnapshotStore,
         ledger_config: ManagedLedgerConfig | None = None,
+        new_writer: WriterFactory = plain_writer,
         snapshot_min_interval_ms: int = 5000,
         sleep_ms: SleepMs = asyncio_sleep_ms,
     ) -> None:
         self._topic = topic
         self._ledgers = ledgers
         self._ledger_config = ledger_config
+        self._new_writer = new_writer
         self.buffer = TransactionBuffer(
             str(topic.name),
             topic.ledger,
@@ -148,7 +156,12 @@ class TopicTransactions:
             ledger = await self._ledgers.open(name, self._ledger_config)
         except ManagedLedgerError as exc:
             raise ServiceNotReady(f"Failed to open the pending-ack log {name}: {exc}") from exc
-        store = PendingAckStore(str(self._topic.name), subscription, ManagedLedgerAckLog(ledger))
+        try:
+            ack_log = await ManagedLedgerAckLog.open(ledger, self._new_writer)
+        except ManagedLedgerError as exc:
+            await ledger.close()
+            raise ServiceNotReady(f"Failed to open the pending-ack log {name}: {exc}") from exc
+        store = PendingAckStore(str(self._topic.name), subscription, ack_log)
         await store.recover()
         self.stores[subscription.name] = store
         return store

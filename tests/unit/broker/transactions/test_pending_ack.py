@@ -3,7 +3,7 @@ cumulative acks, commit and abort, a failed log write, replay."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pytest
 
@@ -34,16 +34,20 @@ T1, T2 = TxnId(0, 1), TxnId(0, 2)
 class MemoryLog:
     def __init__(self) -> None:
         self.records: list[bytes] = []
+        self.released: set[int] = set()
         self.fail = False
 
-    async def append(self, record: Record) -> Position:
+    async def append(self, record: Record) -> object:
         if self.fail:
             raise ManagedLedgerError("disk full")
         self.records.append(encode_record(record))
-        return Position(1, len(self.records) - 1)
+        return len(self.records) - 1
 
-    async def replay(self) -> Sequence[tuple[Position, Record]]:
-        return [(Position(1, i), decode_record(r)) for i, r in enumerate(self.records)]
+    async def replay(self) -> Sequence[tuple[object, Record]]:
+        return [(i, decode_record(r)) for i, r in enumerate(self.records) if i not in self.released]
+
+    def release(self, handles: Iterable[object]) -> None:
+        self.released.update(int(h) for h in handles)  # type: ignore[call-overload]
 
     async def close(self) -> None:
         pass
@@ -102,6 +106,7 @@ async def test_commit_makes_acks_real_and_abort_drops_them() -> None:
     assert [cursor.is_acknowledged(p) for p in pos] == [True, False, True, False]
     assert not store.is_pending(pos[1]) and store.in_progress() == {}
     assert [type(decode_record(r)) for r in log.records] == [AckRecord, AckRecord, EndRecord, EndRecord]
+    assert log.released == {0, 1, 2, 3}  # every record of an ended transaction is released
     with pytest.raises(TransactionConflict, match="already acked before"):
         await store.acknowledge(T2, False, [whole(pos[0])])
 
@@ -141,7 +146,10 @@ async def test_replay_brings_back_exactly_the_pending_acks() -> None:
     await store.acknowledge(T1, False, [whole(pos[0])])
     await store.acknowledge(T2, False, [AckedId(pos[1], 0b10, 2)])
     await store.end(T1, TxnAction.COMMIT)
+    assert log.released == {0, 2}
+    log.released.discard(2)  # a crash before the release of T1's end reached the log
     again = PendingAckStore(store.topic, store.sub, log)
     await again.recover()
+    assert log.released == {0, 2}  # replay releases what an end record settles
     assert set(again.in_progress()) == {T2}
     assert again.pending_mask(pos[1]) == 0b10 and not again.is_pending(pos[0])
