@@ -23,6 +23,7 @@ import random
 from typing import Any, Final, Protocol
 
 from magnetar import protocol as proto
+from magnetar.broker.dispatcher import GATE_DROP, EntryGate
 from magnetar.broker.replication.api import (
     ClusterData,
     RemoteProducer,
@@ -80,6 +81,9 @@ def replicated_entry(data: bytes, metadata: proto.pb.MessageMetadata, local_clus
     copy = proto.pb.MessageMetadata()
     copy.CopyFrom(metadata)
     copy.replicated_from = local_cluster
+    # a committed transaction's message lands on the remote as a plain one: the remote knows no such txn
+    copy.ClearField("txnid_most_bits")
+    copy.ClearField("txnid_least_bits")
     return proto.make_entry(copy, proto.entry_payload(data))
 
 
@@ -96,6 +100,7 @@ class Replicator:
         clock: Clock,
         queue_size: int = 1000,
         partitioned_parent: tuple[str, int] | None = None,
+        gate: EntryGate | None = None,
     ) -> None:
         self.topic = topic
         self.topic_name = topic_name
@@ -107,6 +112,7 @@ class Replicator:
         self._clock = clock
         self._queue_size = max(1, queue_size)
         self._partitioned_parent = partitioned_parent
+        self._gate = gate  # transactions: read only up to the max read position; skip aborted entries
         self.state = ReplicatorState.STARTING
         self._producer: RemoteProducer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -249,7 +255,8 @@ class Replicator:
 
     async def _read(self, count: int) -> list[Entry]:
         try:
-            return await self.cursor.read_entries(count)
+            limit = self._gate.max_read_position() if self._gate is not None else None
+            return await self.cursor.read_entries(count, max_position=limit)
         except EntryCorruptedError as exc:
             log.error("replicator %s skips corrupted entry %s", self, exc.position)
             self.cursor.acknowledge([exc.position])
@@ -258,7 +265,8 @@ class Replicator:
 
     def _replicate(self, producer: RemoteProducer, entry: Entry) -> None:
         metadata = proto.parse_entry_metadata(entry.data)
-        if not should_replicate(metadata, self.remote_cluster):
+        aborted = self._gate is not None and self._gate.verdict(entry.position, metadata) == GATE_DROP
+        if aborted or not should_replicate(metadata, self.remote_cluster):
             self.cursor.acknowledge([entry.position])
             return
         data = replicated_entry(entry.data, metadata, self.local_cluster)

@@ -198,6 +198,7 @@ class ReplicationService:
         replicator = Replicator(
             topic, str(topic.name), cursor, local_cluster=self.local_cluster, cluster=cluster,
             factory=self.factory, clock=self._clock, queue_size=self._queue_size, partitioned_parent=parent,
+            gate=topic.txn.gate(cursor.name) if topic.txn is not None else None,
         )
         topic.replicators[cluster.name] = replicator
         replicator.start()

@@ -4,22 +4,31 @@ that kill a cluster restart it before they end."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
+import json
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from magnetar.admin_cli import main as admin_main
+from magnetar.client import Client
 from tests.integration.admin.http import call
 from tests.integration.replication.geo import Clusters, assert_nothing_more, receive_all, wait_until
 
 pytestmark = pytest.mark.integration
+MAX_BYTES = 64 * 1024
 
 
 @pytest.fixture(scope="module")
 def geo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
-    clusters = Clusters(Path(tmp_path_factory.mktemp("geo")), ("a", "b", "c"))
+    # a small maxMessageSize so a 200 KiB message travels in chunks
+    clusters = Clusters(Path(tmp_path_factory.mktemp("geo")), ("a", "b", "c"), "--set", f"maxMessageSize={MAX_BYTES}")
     try:
         yield clusters.start()
     finally:
@@ -108,6 +117,33 @@ def test_replicate_to_limits_the_copies(geo: Clusters) -> None:
         assert [m.data() for m in receive_all(in_c, 1)] == [b"everywhere"]  # in order: the others never came
 
 
+async def _transactions(url: str, topic: str) -> None:
+    async with Client(url, operation_timeout_ms=15_000) as client:
+        producer = await client.create_producer(topic)
+        aborted = await client.new_transaction(timeout_ms=60_000)
+        await producer.send(b"aborted", txn=aborted)
+        await aborted.abort()
+        async with client.transaction(timeout_ms=60_000) as committed:
+            await producer.send(b"committed", txn=committed)
+        await producer.send(b"plain")
+
+
+def test_chunked_messages_and_committed_transactions_replicate_aborted_ones_do_not(geo: Clusters) -> None:
+    ns = geo.namespace("chunks", ["a", "b"])
+    topic = f"persistent://{ns}/t"
+    big = bytes(range(256)) * (200 * 1024 // 256)
+    with geo.client("b") as cb:
+        consumer = _subscribe(cb, topic)
+        with geo.client("a") as ca:
+            chunker = ca.create_producer(topic, chunking_enabled=True, batching_enabled=False)
+            chunker.send(big, properties={"kind": "big"})
+        asyncio.run(_transactions(geo["a"].url, topic))  # the official Python client has no transactions
+        got = receive_all(consumer, 3)
+        assert got[0].data() == big and got[0].properties() == {"kind": "big"}
+        assert [m.data() for m in got[1:]] == [b"committed", b"plain"]
+        assert_nothing_more(consumer, 500)
+
+
 def test_partitioned_topic_replicates_per_partition_and_the_remote_gets_the_partitions(geo: Clusters) -> None:
     ns = geo.namespace("parts", ["a", "b"])
     path = f"{ns}/p"
@@ -191,3 +227,49 @@ def test_local_broker_killed_mid_replication_loses_and_doubles_nothing(geo: Clus
         assert sorted(got) == sorted(f"x{i}".encode() for i in range(count))
         assert_nothing_more(consumer)
     assert geo.internal_stats("b", path)["numberOfEntries"] == count  # not stored twice on the remote
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _admin(url: str, *args: str) -> Ran:
+    """``magnetar admin`` in this process (the same argv and printing; no interpreter start per verb)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = admin_main(["--admin-url", url, *args])
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def test_admin_cli_clusters_and_replication_clusters(geo: Clusters) -> None:
+    url = geo["a"].web_url
+    created = _admin(url, "clusters", "create", "extra", "--url", "http://127.0.0.1:1",
+                     "--broker-url", "pulsar://127.0.0.1:2")
+    assert created.returncode == 0, created.stderr
+    assert _admin(url, "clusters", "create", "extra", "--url", "http://x:1").returncode == 1  # 409
+    assert _admin(url, "clusters", "update", "extra", "--url", "http://127.0.0.1:3",
+                  "--broker-url", "pulsar://127.0.0.1:4", "--broker-url-secure", "pulsar+ssl://127.0.0.1:5"
+                  ).returncode == 0
+    shown = json.loads(_admin(url, "clusters", "get", "extra").stdout)
+    assert shown == {"serviceUrl": "http://127.0.0.1:3", "brokerServiceUrl": "pulsar://127.0.0.1:4",
+                     "brokerServiceUrlTls": "pulsar+ssl://127.0.0.1:5"}
+    assert "extra" in _admin(url, "clusters", "list").stdout.split()
+    assert _admin(url, "clusters", "update", "nowhere", "--url", "http://x:1").returncode == 1  # 404
+    assert call(url, "POST", "/admin/v2/clusters/extra", {"brokerServiceUrl": "http://wrong"})[0] == 400
+    ns = geo.namespace("cli", ["a", "b"])
+    assert _admin(url, "namespaces", "get-clusters", ns).stdout.split() == ["a", "b"]
+    refused = _admin(url, "namespaces", "set-clusters", ns, "-c", "a,extra")  # not allowed for the tenant
+    assert refused.returncode == 1 and "allowed clusters" in refused.stderr
+    topic = f"persistent://{ns}/t"
+    assert _admin(url, "topics", "create", topic).returncode == 0
+    assert _admin(url, "topics", "set-replication-clusters", topic, "-c", "a").returncode == 0
+    assert _admin(url, "topics", "get-replication-clusters", topic).stdout.split() == ["a"]
+    assert geo.stats("a", topic.removeprefix("persistent://"))["replication"] == {}  # the topic's policy wins
+    assert _admin(url, "topics", "remove-replication-clusters", topic).returncode == 0
+    wait_until(lambda: "b" in geo.stats("a", topic.removeprefix("persistent://"))["replication"],
+               "the namespace's clusters apply again")
+    assert _admin(url, "clusters", "delete", "extra").returncode == 0
+    assert _admin(url, "clusters", "delete", "a").returncode == 1  # the local cluster stays
