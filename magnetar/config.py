@@ -43,6 +43,13 @@ def _int(text: str) -> int:
     return int(text.strip())
 
 
+def _probability(text: str) -> float:
+    value = float(text.strip())
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"a probability must be within 0..1, got {value}")
+    return value
+
+
 def port_number(text: str) -> int:
     """A TCP port, 1..65535, or 0 for any free port; anything else is refused (never wrapped)."""
     value = int(text.strip())
@@ -215,6 +222,9 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "managedLedgerOffloadDeletionLagMs": ("broker", "managed_ledger_offload_deletion_lag_ms", _int, 1),
 }
 _KEYS.update({
+    # fault injection for the crash tests (never set in production): storage deletes fail at random
+    "magnetarTestingStorageDeleteFailureProbability": ("settings", "storage_delete_failure_probability",
+                                                       _probability, 1),
     "topicTwoPhaseDeletionEnabled": ("ledger_deletion", "enabled", _bool, 1),
     "twoPhaseDeletionLedgerDeletionParallelism": ("ledger_deletion", "parallelism", _int, 1),
     "twoPhaseDeletionReconsumeLaterInSeconds": ("ledger_deletion", "reconsume_later_s", _int, 1),

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from magnetar.ledger.api import LedgerSummary
 from magnetar.storage.offload.api import OffloadContext
+
+T = TypeVar("T")
 
 
 class LedgerComponent(enum.Enum):
@@ -94,6 +96,19 @@ class DropsInFlight:
             self._ids.difference_update(ledger_ids)
             if not self._ids:
                 self._idle.set()
+
+    async def run_holding(self, ledger_ids: Sequence[int], work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` (queue, then unlist) holding ``ledger_ids`` until it has finished, even when the
+        caller is cancelled: a drop cut between its record write and its in-memory update would let the
+        owner answer "in use" for a ledger the record no longer lists, and the ledger would be orphaned."""
+
+        async def held() -> T:
+            with self.holding(ledger_ids):
+                return await work
+
+        task = asyncio.ensure_future(held())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even if nobody waits
+        return await asyncio.shield(task)
 
     async def settled(self, ledger_id: int) -> None:
         """Return once ``ledger_id`` is between no two steps (bounded by the trim or delete holding it)."""

@@ -120,6 +120,7 @@ class ManagedLedgerImpl:
         self.deletion_queue: DeletionQueue | None = None
         self._drops = DropsInFlight()
         self._trim_lock = asyncio.Lock()  # one two-phase trim at a time
+        self._record_deleted = False  # delete() removed the record: nothing is listed any more
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -536,11 +537,15 @@ class ManagedLedgerImpl:
             if not chosen:
                 return TrimResult()
             ids = [x.ledger_id for x in chosen]
-            with self._drops.holding(ids):
+
+            async def queue_then_unlist() -> set[int]:
                 queued = await queue.enqueue([r for x in chosen for r in drop_requests(self._name, x)])
-                dropped = [x for x in chosen if x.ledger_id in queued]
-                if dropped:
-                    await self._remove_listed({x.ledger_id for x in dropped})
+                if queued & set(ids):
+                    await self._remove_listed(queued & set(ids))
+                return queued
+
+            queued = await self._drops.run_holding(ids, queue_then_unlist())
+            dropped = [x for x in chosen if x.ledger_id in queued]
         result = TrimResult(tuple(dropped), tuple(i for i in ids if i not in queued))
         log.info("%s: trimmed %d ledgers (%d entries, %d bytes), queued for deletion: %s; kept, not queued: %s",
                  self._name, len(dropped), result.entries, result.size_bytes, sorted(queued & set(ids)),
@@ -560,7 +565,7 @@ class ManagedLedgerImpl:
         """PIP-186's owner check: does the record still use this copy, once no drop holds it mid-way?"""
         ledger_id = request.ledger_id
         await self._drops.settled(ledger_id)
-        if self._state is LedgerState.DELETED:
+        if self._state is LedgerState.DELETED or self._record_deleted:
             return False
         summaries = self._ledgers.summaries()
         if summaries and ledger_id > summaries[-1].ledger_id and self._state is LedgerState.OPEN:
@@ -637,6 +642,14 @@ class ManagedLedgerImpl:
 
     # ---- close and delete ----------------------------------------------------------------------------------
 
+    async def _queue_then_delete(self, queue: DeletionQueue, summaries: list[LedgerSummary]) -> None:
+        queued = await queue.enqueue([r for s in summaries for r in drop_requests(self._name, s)])
+        missing = [x.ledger_id for x in summaries if x.ledger_id not in queued]
+        if missing:
+            raise ManagedLedgerError(f"{self._name}: ledgers {missing} could not be queued for deletion; "
+                                     "the managed ledger is kept")
+        await self._delete_record_and_cursors()
+
     async def _delete_record_and_cursors(self) -> None:
         async with self._meta_lock:
             try:
@@ -645,6 +658,7 @@ class ManagedLedgerImpl:
                 raise ManagedLedgerFenced(f"{self._name}: the record changed under us") from exc
             except MetadataError as exc:
                 raise ManagedLedgerError(f"{self._name}: deleting the record failed: {exc}") from exc
+        self._record_deleted = True
         for name, cursor in list(self._cursors.items()):
             await cursor.discard()
             await self._delete_cursor_key(cursor_key(self._name, name))
@@ -690,14 +704,7 @@ class ManagedLedgerImpl:
                     if summary.offload is not None:
                         await offload.discard_copy(self, summary.offload)
             else:
-                with self._drops.holding(ids):
-                    requests = [r for s in summaries for r in drop_requests(self._name, s)]
-                    queued = await self.deletion_queue.enqueue(requests)
-                    missing = [i for i in ids if i not in queued]
-                    if missing:
-                        raise ManagedLedgerError(f"{self._name}: ledgers {missing} could not be queued for "
-                                                 "deletion; the managed ledger is kept")
-                    await self._delete_record_and_cursors()
+                await self._drops.run_holding(ids, self._queue_then_delete(self.deletion_queue, summaries))
         except BaseException:
             self._transition_to(LedgerState.CLOSED)
             self._on_closed(self)

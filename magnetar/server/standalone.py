@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import random
 import signal
 import sqlite3
 import ssl
@@ -42,6 +43,7 @@ from magnetar.server.handlers import dispatch_table
 from magnetar.server.web import web_app
 from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
+from magnetar.storage.faulty import FaultPlan, FaultyLedgerStore
 from magnetar.storage.offload import BlockOffloadStore, OffloadError, OffloadSettings, open_offload_store
 
 log = logging.getLogger("magnetar.standalone")
@@ -70,6 +72,7 @@ class StandaloneSettings:
     broker_port: int | None = 6650  # None: no plain listener (TLS only)
     web_port: int | None = 8080
     journal_sync_data: bool = True
+    storage_delete_failure_probability: float = 0.0  # tests only: storage deletes fail at random
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     security: SecuritySettings = field(default_factory=SecuritySettings)
 
@@ -215,6 +218,11 @@ class Standalone:
             raise StartupError(f"cannot open {where}: {_reason(exc.__cause__ or exc)}") from exc
         except OSError as exc:
             raise StartupError(f"cannot use {where}: {_reason(exc)}") from exc
+        if s.storage_delete_failure_probability > 0:
+            log.warning("TESTING: storage deletes fail with probability %s", s.storage_delete_failure_probability)
+            plan = FaultPlan(random.Random(), ops=frozenset({"delete"}))
+            plan.arm(fail_probability=s.storage_delete_failure_probability)
+            self.store = FaultyLedgerStore(self.store, plan)
         log.info("opening metadata store %s", s.data_dir / "metadata.db")
         try:
             self.metadata = self._given_metadata or SqliteMetadataStore(s.data_dir / "metadata.db")

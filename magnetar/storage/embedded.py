@@ -183,6 +183,7 @@ class EmbeddedLedgerStore:
         }
         self._next_id = next_id
         self._persisted_next_id = persisted_next_id
+        self._delete_lock = asyncio.Lock()
         self._sync = journal_sync_data
         self._slots = asyncio.Semaphore(pending_appends_max)
         self._clock = clock
@@ -331,17 +332,20 @@ class EmbeddedLedgerStore:
         ledger = self._ledger(ledger_id)
         async with ledger.lock:
             self._ledger(ledger_id)
+            await self._drain(ledger)
+            # one delete at a time writes the id counter (two threads would race on its temporary file);
+            # the ledger is forgotten only once its files are gone, so a failed delete can be retried
+            async with self._delete_lock:
+                persist = self._next_id if self._persisted_next_id < self._next_id else None
+                try:
+                    await asyncio.to_thread(self._layout.remove_ledger, ledger_id, persist)
+                except OSError as exc:
+                    raise _io_error(ledger_id, "delete", exc) from exc
+                if persist is not None:
+                    self._persisted_next_id = persist
             ledger.transition_to(LedgerState.DELETED)
             del self._ledgers[ledger_id]
-            await self._drain(ledger)
             ledger.close()
-            persist = self._next_id if self._persisted_next_id < self._next_id else None
-            try:
-                await asyncio.to_thread(self._layout.remove_ledger, ledger_id, persist)
-            except OSError as exc:
-                raise _io_error(ledger_id, "delete", exc) from exc
-            if persist is not None:
-                self._persisted_next_id = persist
 
     async def list_ledgers(self) -> Sequence[int]:
         self._check_open()

@@ -232,6 +232,9 @@ class LedgerDeletionService:
             await self.handle(message)
             cursor.acknowledge([entry.position])
             self.counters.acked += 1
+        if entries:
+            log.info("ledger deletion on %s: %d messages handled; in flight now %d", name, len(entries),
+                     sum(self.inflight().values()))
         return bool(entries)
 
     # ---- one message ----------------------------------------------------------------------------------------
