@@ -364,6 +364,8 @@ class BrokerAdmin:
             await stop_replicators(loaded)
             for sub in list(loaded.subscriptions.values()):
                 await sub.close()
+            if loaded.txn is not None:  # pending-ack logs and the transaction-buffer snapshot
+                await loaded.txn.topic_deleted()
             ledger = loaded.ledger
         elif await self.broker.ledgers.exists(topic.managed_ledger_name):
             ledger = await self.broker.ledgers.open(topic.managed_ledger_name, self.broker.config.managed_ledger)

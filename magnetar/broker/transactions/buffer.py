@@ -225,7 +225,20 @@ class TransactionBuffer:
         limit = self._max_read if self._max_read is not None else self._ledger.last_confirmed
         return AbortedSnapshot(limit, tuple(self._aborted.items()), self._clock.now_ms())
 
+    def prune_trimmed(self) -> int:
+        """Forget aborted transactions whose abort marker (hence every entry of theirs) was trimmed away."""
+        first = self._ledger.first_position()
+        pruned = 0
+        while self._aborted:  # bounded by the index; the index is in marker order, so stop at the first kept
+            txn, marker = next(iter(self._aborted.items()))
+            if marker > first:
+                break
+            del self._aborted[txn]
+            pruned += 1
+        return pruned
+
     async def take_snapshot(self) -> None:
+        self.prune_trimmed()
         try:
             await self._snapshots.save(self.topic, self.snapshot())
             self.last_snapshot_ms = self._clock.now_ms()

@@ -23,7 +23,14 @@ from magnetar.broker.errors import NotAllowed, ServiceNotReady
 from magnetar.broker.names import TopicName
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.api import TxnAction, TxnId
-from magnetar.broker.transactions.buffer import SleepMs, TransactionBuffer, asyncio_sleep_ms, before, txn_of
+from magnetar.broker.transactions.buffer import (
+    BufferState,
+    SleepMs,
+    TransactionBuffer,
+    asyncio_sleep_ms,
+    before,
+    txn_of,
+)
 from magnetar.broker.transactions.pending_ack import PendingAckStore
 from magnetar.broker.transactions.pending_ack_log import (
     AckedId,
@@ -95,6 +102,7 @@ class TopicTransactions:
         self._topic = topic
         self._ledgers = ledgers
         self._ledger_config = ledger_config
+        self._snapshots = snapshots
         self._new_writer = new_writer
         self.buffer = TransactionBuffer(
             str(topic.name),
@@ -218,10 +226,14 @@ class TopicTransactions:
         if store is not None:
             await store.log.delete()
             return
-        name = pending_ack_topic(self._topic.name, subscription).managed_ledger_name
-        if await self._ledgers.exists(name):
-            ledger = await self._ledgers.open(name, self._ledger_config)
-            await ledger.delete()
+        await delete_pending_ack_log(self._ledgers, self._topic.name, subscription, self._ledger_config)
+
+    async def topic_deleted(self) -> None:
+        """The topic is being deleted: its pending-ack logs and its buffer snapshot go with it."""
+        self.buffer.state = BufferState.CLOSED  # no snapshot from here on
+        for name in list(self._topic.subscriptions):
+            await self.subscription_deleted(name)
+        await self._snapshots.delete(str(self._topic.name))
 
     async def close(self) -> None:
         await self.buffer.close()
@@ -231,3 +243,13 @@ class TopicTransactions:
             except ManagedLedgerError as exc:
                 log.warning("%s: closing a pending-ack log failed: %s", self._topic.name, exc)
         self.stores.clear()
+
+
+async def delete_pending_ack_log(
+    ledgers: ManagedLedgerFactory, topic: TopicName, subscription: str, config: ManagedLedgerConfig | None = None
+) -> None:
+    """Delete a subscription's pending-ack log if it exists (the subscription or its topic is deleted)."""
+    name = pending_ack_topic(topic, subscription).managed_ledger_name
+    if await ledgers.exists(name):
+        ledger = await ledgers.open(name, config)
+        await ledger.delete()

@@ -24,7 +24,7 @@ from tests.component.transactions.helpers import (
     start_broker,
     subscribe,
 )
-from tests.component.wire import WirePeer
+from tests.component.wire import T, WirePeer
 from tests.txn_fakes import FakeRegistry
 
 TOPIC = "persistent://public/default/txn-acks"
@@ -169,3 +169,34 @@ async def test_pending_acks_and_open_txns_survive_an_unclean_restart(tmp_path: P
         assert sub.cursor.is_acknowledged(Position(id0.ledgerId, id0.entryId))
         await reader.close()
         await peer.close()
+
+
+async def test_unsubscribe_and_topic_deletion_remove_the_transaction_state(
+    standalone: Standalone, registry: FakeRegistry
+) -> None:
+    from magnetar.broker.admin import BrokerAdmin
+    from magnetar.broker.names import TopicName
+    from magnetar.broker.transactions.pending_ack_log import pending_ack_topic
+    from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
+
+    await produce(standalone, b"m0")
+    consumer = await WirePeer.connect(standalone.broker_port)
+    await subscribe(consumer, TOPIC, sub_type=SHARED)
+    [(_, id0)] = await received(consumer, 1)
+    assert not (await ack(consumer, 7, id0, acking_txn(registry), 1)).HasField("error")
+    ledgers, name = standalone.broker.ledgers, TopicName.parse(TOPIC)
+    log_name = pending_ack_topic(name, "sub").managed_ledger_name
+    assert await ledgers.exists(log_name)
+    listed = await standalone.broker.list_topics(name.namespace_name)
+    assert TOPIC in listed and not [t for t in listed if t.endswith("__transaction_pending_ack")]
+    consumer.send(proto.commands.unsubscribe(7, 2))
+    await consumer.expect(T.SUCCESS)
+    assert not await ledgers.exists(log_name)
+    await subscribe(consumer, TOPIC, sub="other", consumer_id=8, sub_type=SHARED)
+    [(_, again)] = await received(consumer, 1)
+    assert not (await ack(consumer, 8, again, acking_txn(registry, "other"), 3)).HasField("error")
+    other_log = pending_ack_topic(name, "other").managed_ledger_name
+    await consumer.close()
+    await BrokerAdmin(standalone.broker).delete_topic(name, force=True)
+    assert not await ledgers.exists(other_log)
+    assert await standalone.broker.metadata.get(MetadataSnapshotStore.key(TOPIC)) is None

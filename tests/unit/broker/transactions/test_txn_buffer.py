@@ -29,8 +29,9 @@ def message(body: bytes, txn: TxnId | None = None) -> bytes:
 
 
 class World:
-    def __init__(self, ledger: ManagedLedger, metadata: MemoryMetadataStore) -> None:
+    def __init__(self, ledger: ManagedLedger, metadata: MemoryMetadataStore, factory: LedgerFactory) -> None:
         self.ledger = ledger
+        self.factory = factory
         self.snapshots = MetadataSnapshotStore(metadata)
         self.changes = 0
         self.fail_appends = False
@@ -61,7 +62,7 @@ class World:
 async def world() -> World:
     metadata = MemoryMetadataStore()
     factory = LedgerFactory(MemoryLedgerStore(), metadata)
-    return World(await factory.open("public/default/persistent/t"), metadata)
+    return World(await factory.open("public/default/persistent/t"), metadata, factory)
 
 
 async def test_max_read_position_follows_the_oldest_open_txn(world: World) -> None:
@@ -203,3 +204,24 @@ async def test_first_sends_confirmed_out_of_order_keep_the_fence(world: World) -
     tb.send_finished(T1, first)
     assert tb.max_read_position() == before(first) and tb.ongoing() == {T1: first}
     assert not tb.send_started(T1)  # its first entry is known: later SENDs land after it
+
+
+async def test_aborted_transactions_of_trimmed_ledgers_are_forgotten(world: World) -> None:
+    from magnetar.ledger.api import RetentionPolicy
+
+    tb = world.buffer()
+    await tb.recover()
+    await world.send(tb, b"a", T1)
+    await tb.end(T1, TxnAction.ABORT)
+    cursor = await world.ledger.open_cursor("all")
+    await world.send(tb, b"b", T2)
+    await tb.end(T2, TxnAction.ABORT)
+    assert tb.prune_trimmed() == 0
+    cursor.acknowledge_cumulative(world.ledger.last_confirmed)
+    await cursor.flush()
+    await world.ledger.close()  # the next ledger takes the writes; the old one can be trimmed
+    world.ledger = await world.factory.open("public/default/persistent/t")
+    await world.ledger.trim(RetentionPolicy())
+    assert world.ledger.first_position() > dict(tb.aborted_index())[T2]
+    tb._ledger = world.ledger
+    assert tb.prune_trimmed() == 2 and tb.aborted_index() == []
