@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from magnetar.broker.deletion import references  # noqa: F401 - registers the compacted ledgers with the audit
 from magnetar.broker.deletion.audit import AuditReport, audit
 from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.messages import DeletionMessage, InvalidDeletionMessage, decode

@@ -214,3 +214,21 @@ async def test_failures_go_to_retry_then_dlq() -> None:
     report = await audit(disk.metadata, disk.store, factory, live=True)
     assert [o.ledger_id for o in report.orphans] == []  # pending in the DLQ: not an orphan
     await service.close()
+
+
+async def test_audit_counts_compacted_ledgers_named_by_the_compaction_cursor_as_referenced() -> None:
+    from magnetar.broker.compaction.state import COMPACTION_CURSOR, LEDGER_PROPERTY
+    from magnetar.broker.deletion import references  # noqa: F401 - registers the source
+
+    disk = Disk()
+    factory = LedgerFactory(disk.store, disk.metadata)
+    ledger = await factory.open("t/ns/persistent/compacted")
+    await ledger.add_entry(b"k=v")
+    compacted = await disk.store.create_ledger({"application": "magnetar", "component": "compacted-ledger",
+                                                "pulsar/managed-ledger": "t/ns/persistent/compacted"})
+    stray = await disk.store.create_ledger({"application": "magnetar", "component": "compacted-ledger",
+                                            "pulsar/managed-ledger": "t/ns/persistent/compacted"})
+    cursor = await ledger.open_cursor(COMPACTION_CURSOR, InitialPosition.EARLIEST)
+    await cursor.set_properties({LEDGER_PROPERTY: compacted.ledger_id})
+    report = await audit(disk.metadata, disk.store, factory, live=False)  # as on a stopped data dir
+    assert [o.ledger_id for o in report.orphans] == [stray.ledger_id]
