@@ -16,7 +16,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 READY_TIMEOUT_S = 30.0
 READY_POLL_S = 0.1
@@ -93,6 +96,16 @@ class MotoServer:
     def get_object(self, bucket: str, key: str) -> bytes:
         data: bytes = self.client().get_object(Bucket=bucket, Key=key)["Body"].read()
         return data
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    """One S3 server per test module (conftests import this fixture)."""
+    server = MotoServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 class TcpGate:

@@ -18,15 +18,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import Conflict, PreconditionFailed
 from magnetar.broker.names import NamespaceName
 from magnetar.broker.offload import policy
-from magnetar.broker.retention import ExpiringTopic, namespace_policies
+from magnetar.broker.retention import RetentionTopics, SleepS, namespace_policies
 from magnetar.clock import Clock
 from magnetar.ledger.api import LedgerSummary, ManagedLedger, ManagedLedgerError, Position
 from magnetar.metadata import api as md
@@ -52,23 +50,9 @@ class TopicOffload:
     task: asyncio.Task[None] | None = None
 
 
-class OffloadTopics(Protocol):
-    """What the service needs of the broker."""
-
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def metadata(self) -> md.MetadataStore: ...
-
-    def loaded_topics(self) -> list[tuple[NamespaceName, ExpiringTopic]]: ...
-
-
-SleepS = Callable[[float], Awaitable[None]]
-
-
 class OffloadService:
-    def __init__(self, broker: OffloadTopics, clock: Clock, *, sleep_s: SleepS = asyncio.sleep) -> None:
+    def __init__(self, broker: RetentionTopics, clock: Clock, *, sleep_s: SleepS = asyncio.sleep) -> None:
+        """``broker`` offers what the retention task needs too: config, metadata, the loaded topics."""
         self._broker = broker
         self._clock = clock
         self._sleep_s = sleep_s

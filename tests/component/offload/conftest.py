@@ -4,22 +4,16 @@ real S3 API (``moto[server]`` as a separate process on a loopback port, shared b
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from magnetar.storage.offload import BlockOffloadStore, OffloadSettings, open_offload_store
+from tests import s3_server
 from tests.s3_server import CREDENTIALS, MotoServer
 
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    server = MotoServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
+moto = s3_server.moto  # the module-scoped S3 server fixture
 
 
 @pytest.fixture

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from magnetar import admin_cli
+from tests import s3_server
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
-from tests.s3_server import CREDENTIALS, MotoServer
+from tests.s3_server import CREDENTIALS
+
+moto = s3_server.moto  # the module-scoped S3 server fixture
 
 WAIT_S = 30.0
 BUCKET = "magnetar-offload"
@@ -38,15 +38,6 @@ def s3_args(endpoint: str, bucket: str = BUCKET) -> tuple[str, ...]:
 
 def fs_args(directory: Path) -> tuple[str, ...]:
     return (*BASE_ARGS, "--set", "managedLedgerOffloadDriver=filesystem", "--set", f"fileSystemURI={directory}")
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    server = MotoServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def admin(broker: BrokerProcess, *argv: str) -> tuple[int, str]:
