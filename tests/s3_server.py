@@ -35,9 +35,14 @@ def free_port() -> int:
 
 
 class MotoServer:
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, check_credentials: bool = False) -> None:
+        """``check_credentials``: moto authenticates every request against its own IAM users (none exist),
+        so any access key is a wrong one (INITIAL_NO_AUTH_ACTION_COUNT=0)."""
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.env = dict(os.environ, **CREDENTIALS)
+        if check_credentials:
+            self.env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
 
     @property
     def endpoint(self) -> str:
@@ -47,7 +52,7 @@ class MotoServer:
         assert self.proc is None, "already running"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, **CREDENTIALS),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env,
         )
         deadline = time.monotonic() + READY_TIMEOUT_S
         for _ in range(int(READY_TIMEOUT_S / READY_POLL_S) + 1):  # bounded in count and time

@@ -162,6 +162,17 @@ def subscription_stats(sub: Subscription, rates: RateTracker, topic: str) -> dic
     }
 
 
+def offload_stats(ledgers: list[LedgerSummary]) -> dict[str, int]:
+    """TopicStats' offload fields from the ledger list (failures show in the offload status instead)."""
+    done = [x for x in ledgers if x.offload is not None and x.offload.complete]
+    return {
+        "offloadedStorageSize": sum(x.size_bytes for x in done),
+        "lastOffloadLedgerId": max((x.ledger_id for x in done), default=0),
+        "lastOffloadSuccessTimeStamp": max((x.offload.timestamp_ms for x in done if x.offload), default=0),
+        "lastOffloadFailureTimeStamp": 0,
+    }
+
+
 def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") -> dict[str, Any]:
     """TopicStats of one (non-partitioned or partition) topic."""
     name = str(topic.name)
@@ -184,10 +195,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "backlogSize": 0,
         "publishRateLimitedTimes": 0,
         "earliestMsgPublishTimeInBacklogs": 0,
-        "offloadedStorageSize": 0,
-        "lastOffloadLedgerId": 0,
-        "lastOffloadSuccessTimeStamp": 0,
-        "lastOffloadFailureTimeStamp": 0,
+        **offload_stats(topic.ledger.ledgers()),
         **topic_counts(topic.txn),
         "publishers": [publisher_stats(p, rates, name) for p in topic.producers.values()],
         "waitingPublishers": len(topic.access.waiting),

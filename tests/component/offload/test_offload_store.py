@@ -11,6 +11,7 @@ import pytest
 from magnetar.storage.api import EntryNotFound
 from magnetar.storage.offload import (
     BlockOffloadStore,
+    OffloadAccessDenied,
     OffloadBucketMissing,
     OffloadCorrupted,
     OffloadNotFound,
@@ -147,6 +148,20 @@ async def test_missing_bucket(moto: MotoServer, aws_env: None) -> None:
             await write(store, 1, make_entries(3))
     finally:
         await store.close()
+
+
+async def test_wrong_credentials(aws_env: None) -> None:
+    strict = MotoServer(check_credentials=True).start()
+    store = open_offload_store(s3_settings(strict, "any"))
+    assert store is not None
+    try:
+        with pytest.raises(OffloadAccessDenied, match="credentials"):
+            await store.blobs.check()
+        with pytest.raises(OffloadAccessDenied, match="InvalidAccessKeyId"):
+            await write(store, 1, make_entries(3))
+    finally:
+        await store.close()
+        strict.stop()
 
 
 async def test_endpoint_down(aws_env: None) -> None:

@@ -89,6 +89,8 @@ def test_admin_offload_then_consume_read_and_seek_by_time(tiered: BrokerProcess)
         context = ledger["offloadContext"]
         assert context["complete"] and context["bookkeeperDeleted"]
         assert context["driverMetadata"]["name"] == tiered.driver  # type: ignore[attr-defined]
+    stats = call(tiered.web_url, "GET", f"/admin/v2/persistent/public/default/{local}/stats")[1]
+    assert stats["offloadedStorageSize"] == sum(x["size"] for x in ledgers[:4]) > 0
     status, body = call(tiered.web_url, "GET", f"/admin/v2/persistent/public/default/{local}/offload")
     assert status == 200 and body["status"] == "SUCCESS"
     assert body["firstUnoffloadedMessage"]["ledgerId"] == ledgers[4]["ledgerId"]
