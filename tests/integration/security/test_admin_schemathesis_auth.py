@@ -61,7 +61,8 @@ def _run(base: str, headers: dict[str, str], examples: int, skip: tuple[str, ...
 
 
 def test_super_user_run_fits_the_document(broker: SecureBroker, secret_key: bytes) -> None:
-    failures = _run(f"http://127.0.0.1:{broker.web_port}", bearer(token(secret_key, "admin")), 3, SERVER_ERROR_BY_DESIGN)
+    base, root = f"http://127.0.0.1:{broker.web_port}", bearer(token(secret_key, "admin"))
+    failures = _run(base, root, 3, SERVER_ERROR_BY_DESIGN)
     assert not failures, "\n\n".join(failures)
 
 
