@@ -7,6 +7,8 @@ The rules look only at the method and the path, so a route added later is covere
 * tenant-scoped admin paths (``/admin/v2/namespaces/{tenant}/...``, ``/admin/v2/persistent/{tenant}/...``,
   ``non-persistent``, ``schemas``, and ``GET /admin/v2/tenants/{tenant}``) need a super-user or an admin role
   of that tenant;
+* a topic's lookup (``GET /lookup/v2/topic/...``) and partition count (``GET /admin/v2/persistent/.../partitions``,
+  what clients with an ``http://`` service URL ask) need produce or consume on the topic, as the binary LOOKUP;
 * ``GET /admin/v2/clusters...`` needs any authenticated role;
 * every other admin path (tenant writes, brokers, clusters writes, anything new) needs a super-user;
 * other paths need an authenticated role.
@@ -19,12 +21,14 @@ from __future__ import annotations
 
 import enum
 import re
+import urllib.parse
 from dataclasses import dataclass
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from magnetar.broker.errors import AuthenticationError
+from magnetar.broker.errors import AuthenticationError, InvalidTopicName
+from magnetar.broker.names import TopicName
 from magnetar.server.auth.context import SecurityContext
 from magnetar.server.auth.service import HTTP_FAILURE_MESSAGE
 from magnetar.server.auth.tls import peer_certificate
@@ -35,11 +39,14 @@ METRICS_PATHS = frozenset({"/metrics", "/metrics/"})
 _TENANT_SCOPED = re.compile(r"^/admin/v[23]/(?:namespaces|persistent|non-persistent|schemas)/([^/]+)(?:/|$)")
 _TENANT = re.compile(r"^/admin/v[23]/tenants/([^/]+)/?$")
 _CLUSTERS = re.compile(r"^/admin/v[23]/clusters(?:/|$)")
+_HTTP_LOOKUP = re.compile(r"^/lookup/v2/topic/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)/?$")
+_PARTITIONS = re.compile(r"^/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)/partitions/?$")
 
 
 class Need(enum.Enum):
     NOTHING = "nothing"
     ROLE = "an authenticated role"
+    LOOKUP = "produce or consume on the topic"
     TENANT_ADMIN = "a tenant admin role"
     SUPER_USER = "a super-user role"
 
@@ -48,6 +55,7 @@ class Need(enum.Enum):
 class Rule:
     need: Need
     tenant: str | None = None
+    topic: str | None = None  # for LOOKUP: the full topic name
 
 
 def rule_for(method: str, path: str, *, metrics_authenticated: bool) -> Rule:
@@ -55,6 +63,10 @@ def rule_for(method: str, path: str, *, metrics_authenticated: bool) -> Rule:
         return Rule(Need.NOTHING)
     if path in METRICS_PATHS:
         return Rule(Need.ROLE if metrics_authenticated else Need.NOTHING)
+    lookup = _HTTP_LOOKUP.match(path) or (_PARTITIONS.match(path) if method == "GET" else None)
+    if lookup is not None:
+        domain, tenant, namespace, local = lookup.groups()
+        return Rule(Need.LOOKUP, tenant, f"{domain}://{tenant}/{namespace}/{urllib.parse.unquote(local)}")
     if not path.startswith("/admin/"):
         return Rule(Need.ROLE)
     if (m := _TENANT_SCOPED.match(path)) is not None:
@@ -80,7 +92,7 @@ def auth_middleware(security: SecurityContext) -> Middleware:
             return web.json_response({"reason": HTTP_FAILURE_MESSAGE}, status=401)
         request[ROLE_KEY] = role
         if not await _allowed(security, rule, role):
-            what = "this tenant" if rule.need is Need.TENANT_ADMIN else "this resource"
+            what = "this tenant" if rule.need is not Need.SUPER_USER else "this resource"
             return web.json_response({"reason": f"Don't have permission to administrate resources on {what}"},
                                      status=403)
         return await handler(request)
@@ -105,4 +117,9 @@ async def _allowed(security: SecurityContext, rule: Rule, role: str | None) -> b
         return True
     if rule.need is Need.TENANT_ADMIN and rule.tenant is not None:
         return await authz.is_tenant_admin(rule.tenant, role)
+    if rule.need is Need.LOOKUP and rule.topic is not None:
+        try:
+            return await authz.can_lookup(TopicName.parse(rule.topic), role)
+        except InvalidTopicName:
+            return await authz.is_tenant_admin(rule.tenant or "", role)  # the handler answers 400
     return authz.is_super_user(role)

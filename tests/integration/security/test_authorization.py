@@ -175,6 +175,9 @@ ADMIN_CASES = [
     ("GET", f"/admin/v2/namespaces/{NS}/permissions", {None: 401, "writer": 403, "acme-admin": 200}),
     ("GET", "/admin/v2/brokers/health", {None: 401, "acme-admin": 403, "admin": 200}),
     ("GET", "/status.html", {None: 200}),
+    # lookups over HTTP (clients with an http:// service URL): produce or consume on the topic is enough
+    ("GET", f"/lookup/v2/topic/persistent/{NS}/looked-up", {None: 401, "stranger": 403, "reader": 200}),
+    ("GET", f"/admin/v2/persistent/{NS}/looked-up/partitions", {None: 401, "stranger": 403, "reader": 200}),
 ]
 
 

@@ -75,7 +75,10 @@ def test_policies_round_trip_and_validate() -> None:
     ("GET", "/admin/v2/non-persistent/acme", Rule(Need.TENANT_ADMIN, "acme")),
     ("GET", "/admin/v2/brokers/health", Rule(Need.SUPER_USER)),
     ("GET", "/admin/v3/transactions/coordinatorStats", Rule(Need.SUPER_USER)),  # a route added later: closed
-    ("GET", "/lookup/v2/topic/persistent/a/b/c", Rule(Need.ROLE)),
+    ("GET", "/lookup/v2/topic/persistent/a/b/c%2Fd", Rule(Need.LOOKUP, "a", "persistent://a/b/c/d")),
+    ("GET", "/admin/v2/persistent/a/b/c/partitions", Rule(Need.LOOKUP, "a", "persistent://a/b/c")),
+    ("PUT", "/admin/v2/persistent/a/b/c/partitions", Rule(Need.TENANT_ADMIN, "a")),
+    ("GET", "/lookup/v2/other", Rule(Need.ROLE)),
 ])
 def test_path_rules(method: str, path: str, rule: Rule) -> None:
     assert rule_for(method, path, metrics_authenticated=False) == rule
