@@ -4,6 +4,7 @@ token by AUTH_CHALLENGE during a long consume, and an unauthenticated client rea
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from collections.abc import Iterator
@@ -182,3 +183,33 @@ def test_rs256_token_signed_by_the_private_key(rs_broker: tuple[SecureBroker, ob
     closing.append(bad)
     with pytest.raises(REFUSED):
         bad.create_producer(_topic())
+
+
+def test_magnetar_client_authenticates_and_refreshes(hs_broker: SecureBroker, secret_key: bytes) -> None:
+    """magnetar.client (the replicator's and the Spark sink's client) with a short-lived token supplier."""
+    from magnetar.client import AuthenticationToken, Client
+    from magnetar.client.errors import AuthorizationError
+
+    calls: list[int] = []
+
+    def supply() -> str:
+        calls.append(1)
+        return token(secret_key, "admin", expires_in_s=2)
+
+    async def run() -> None:
+        async with Client(hs_broker.url, authentication=AuthenticationToken(supply)) as c:
+            topic = _topic()
+            consumer = await c.subscribe(topic, "m", initial_position="earliest")
+            producer = await c.create_producer(topic)
+            await producer.send(b"one")
+            assert (await consumer.receive(timeout_ms=10_000)).data == b"one"
+            assert await asyncio.to_thread(
+                hs_broker.wait_for, lambda log: "authentication refreshed for role 'admin'" in log, 20)
+            await producer.send(b"two")
+            assert (await consumer.receive(timeout_ms=10_000)).data == b"two"
+        async with Client(hs_broker.url, authentication=AuthenticationToken(token(secret_key, "nobody"))) as c:
+            with pytest.raises(AuthorizationError):
+                await c.create_producer(_topic())
+
+    asyncio.run(run())
+    assert len(calls) >= 2
