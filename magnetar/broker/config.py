@@ -33,6 +33,15 @@ class BrokerConfig:
     broker_deduplication_entries_interval: int = 1000  # snapshot the dedup state every N entries
     broker_deduplication_snapshot_interval_seconds: float = 120.0  # ... and at most this long after a write
     keep_alive_interval_seconds: float = 30.0
+    max_client_name_length: int = 1024  # maxClientNameLength: characters of a producer or consumer name
+    max_consumer_metadata_size: int = 1024  # maxConsumerMetadataSize: characters of keys + values
+    max_producer_metadata_size: int = 4096  # maxProducerMetadataSize: the same for producers
+    broker_max_connections: int = 0  # brokerMaxConnections: 0 = no limit
+    broker_max_connections_per_ip: int = 0  # brokerMaxConnectionsPerIp: 0 = no limit
+    http_request_timeout_seconds: float = 30.0  # httpRequestTimeoutSeconds: a request (or a body) must arrive
+    max_http_server_connections: int = 2048  # maxHttpServerConnections
+    connect_handshake_timeout_seconds: float = 30.0  # close a connection that sends no CONNECT in time
+    connection_output_high_water_bytes: int = 4 * MIB  # stop reading / dispatching to a peer above this
     dispatcher_max_read_batch_size: int = 100
     dispatcher_max_read_size_bytes: int = 5 * MIB
     max_pending_publish_requests_per_connection: int = 1000

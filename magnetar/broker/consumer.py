@@ -86,6 +86,11 @@ class Consumer:
 
     @property
     def can_receive(self) -> bool:
+        return self.wants_messages and self.endpoint.has_output_room()
+
+    @property
+    def wants_messages(self) -> bool:
+        """Has permits and room for unacked messages (its connection may still be backed up)."""
         return self.permits > 0 and not self.blocked and not self.closed and self.endpoint.is_open
 
     def forget(self, position: Position) -> bool:

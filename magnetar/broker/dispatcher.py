@@ -278,17 +278,17 @@ class SingleActiveDispatcher(Dispatcher):
         active = self._active
         if active is None or active.closed or active.permits <= 0:
             return False
-        count = min(active.permits, self._read_batch_max)
-        entries = await self._cursor.read_entries(count, self._read_bytes_max, max_position=self._read_limit())
-        if not entries:
-            return False
-        if active is not self._active or active.closed:
-            self._cursor.rewind()  # the active consumer changed while we read
-            return True
-        deliveries = [self._delivery(p) for p in self._prepare(entries)]
-        if deliveries:
-            active.deliver(deliveries)
-            await active.endpoint.drain()
+        async with active.endpoint.output_turn():  # one read at a time per connection, only with room
+            count = min(active.permits, self._read_batch_max)
+            entries = await self._cursor.read_entries(count, self._read_bytes_max, max_position=self._read_limit())
+            if not entries:
+                return False
+            if active is not self._active or active.closed:
+                self._cursor.rewind()  # the active consumer changed while we read
+                return True
+            deliveries = [self._delivery(p) for p in self._prepare(entries)]
+            if deliveries:
+                active.deliver(deliveries)
         return True
 
 

@@ -35,6 +35,7 @@ class SharedDispatcher(Dispatcher):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms: int | None = None
         self._next_index = 0
+        self._room_waiter: asyncio.Task[None] | None = None
 
     @property
     def delayed_count(self) -> int:
@@ -88,7 +89,24 @@ class SharedDispatcher(Dispatcher):
     async def _dispatch_round(self) -> bool:
         budget = self._permits()
         if budget <= 0:
-            return False
+            return await self._wait_for_backed_up_consumer()
+        lead = next(c for c in self.consumers if c.can_receive)
+        async with lead.endpoint.output_turn():  # one read at a time per connection, only with room
+            return await self._dispatch_with(budget)
+
+    async def _wait_for_backed_up_consumer(self) -> bool:
+        """No consumer can take messages now; if one only lacks room on its connection, wake up once it
+        has room (the loop stays free for permits and acks meanwhile). Always False: nothing was done."""
+        backed_up = next((c for c in self.consumers if c.wants_messages), None)
+        if backed_up is not None and (self._room_waiter is None or self._room_waiter.done()):
+            self._room_waiter = asyncio.get_running_loop().create_task(self._wake_on_room(backed_up))
+        return False
+
+    async def _wake_on_room(self, consumer: Consumer) -> None:
+        await consumer.endpoint.drain()
+        self.wake()
+
+    async def _dispatch_with(self, budget: int) -> bool:
         for p in self._delayed.pop_due(REPLAY_MAX):
             self._replay.add(p)
         progress = False
@@ -150,6 +168,8 @@ class SharedDispatcher(Dispatcher):
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._room_waiter is not None:
+            self._room_waiter.cancel()
         await super().close()
 
     async def _assign(self, prepared: list[Prepared], *, from_replay: bool) -> int:

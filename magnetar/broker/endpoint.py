@@ -6,6 +6,7 @@ write encoded frames through it and wait for the peer to drain. Tests implement 
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 
@@ -39,4 +40,12 @@ class Endpoint(Protocol):
 
     async def drain(self) -> None:
         """Wait until the queued frames are below the connection's high-water mark."""
+        ...
+
+    def has_output_room(self) -> bool:
+        """The queued output is below the high-water mark: more may be sent to this peer now."""
+        ...
+
+    def output_turn(self) -> AbstractAsyncContextManager[None]:
+        """Hold this connection's dispatch turn: one dispatch read at a time, only while there is room."""
         ...

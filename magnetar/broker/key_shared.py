@@ -20,6 +20,7 @@ from magnetar.broker.errors import ConsumerAssignError
 HASH_RANGE_SIZE = 65536
 NONE_KEY = b"NONE_KEY"
 RING_POINTS_PER_CONSUMER = 100
+RANGES_PER_CONSUMER_MAX = 1024  # sticky hash ranges one consumer may declare
 MODE_AUTO_SPLIT = 0
 MODE_STICKY = 1
 
@@ -37,71 +38,94 @@ def key_hash(key: bytes) -> int:
 
 
 class StickyKeySelector:
-    """Maps a hash to its consumer; one instance per Key_Shared subscription."""
+    """Maps a hash to its consumer; one instance per Key_Shared subscription.
+
+    Costs are bounded whatever the clients send: a consumer's ring points are hashed once when it joins
+    (from its bounded name), joins and leaves change the ring incrementally, and sticky ranges are kept
+    sorted so a lookup or an overlap check is a binary search, not a scan of every consumer's ranges.
+    """
 
     def __init__(self, mode: int) -> None:
         self.mode = mode
-        self._ring: list[tuple[int, int]] = []  # (point, index into _consumers)
+        self._ring: list[tuple[int, int]] = []  # (point, join order): ties go to the earlier consumer
         self._points: list[int] = []
-        self._consumers: list[Consumer] = []
+        self._ranges: list[tuple[int, int, int]] = []  # sticky: (start, end, join order), sorted
+        self._starts: list[int] = []
+        self._by_order: dict[int, Consumer] = {}
+        self._order_of: dict[int, int] = {}  # id(consumer) -> join order
+        self._joined = 0
 
     def add(self, consumer: Consumer) -> None:
         if consumer.key_shared_mode != self.mode:
             raise ConsumerAssignError("Key_Shared mode differs from the subscription's other consumers")
+        if len(consumer.hash_ranges) > RANGES_PER_CONSUMER_MAX:
+            raise ConsumerAssignError(f"At most {RANGES_PER_CONSUMER_MAX} hash ranges per consumer")
         if self.mode == MODE_STICKY:
             self._check_ranges(consumer.hash_ranges)
-        self._consumers.append(consumer)
-        self._rebuild()
+        order = self._joined
+        self._joined += 1
+        self._by_order[order] = consumer
+        self._order_of[id(consumer)] = order
+        if self.mode == MODE_STICKY:
+            for start, end in consumer.hash_ranges:
+                bisect.insort(self._ranges, (start, end, order))
+            self._starts = [r[0] for r in self._ranges]
+            return
+        for i in range(RING_POINTS_PER_CONSUMER):
+            point = key_hash(f"{consumer.name}-{consumer.consumer_id}-{i}".encode())
+            bisect.insort(self._ring, (point, order))
+        self._points = [p for p, _ in self._ring]
 
     def remove(self, consumer: Consumer) -> None:
-        if consumer in self._consumers:
-            self._consumers.remove(consumer)
-            self._rebuild()
+        order = self._order_of.pop(id(consumer), None)
+        if order is None:
+            return
+        del self._by_order[order]
+        if self.mode == MODE_STICKY:
+            self._ranges = [r for r in self._ranges if r[2] != order]
+            self._starts = [r[0] for r in self._ranges]
+            return
+        self._ring = [entry for entry in self._ring if entry[1] != order]
+        self._points = [p for p, _ in self._ring]
 
     def select(self, hash_value: int) -> Consumer | None:
-        if not self._consumers:
+        if not self._by_order:
             return None
         if self.mode == MODE_STICKY:
-            for consumer in self._consumers:
-                if any(start <= hash_value <= end for start, end in consumer.hash_ranges):
-                    return consumer
+            index = bisect.bisect_right(self._starts, hash_value) - 1
+            if index >= 0 and hash_value <= self._ranges[index][1]:
+                return self._by_order[self._ranges[index][2]]
             return None
         index = bisect.bisect_left(self._points, hash_value)
         if index == len(self._points):
             index = 0
-        return self._consumers[self._ring[index][1]]
+        return self._by_order[self._ring[index][1]]
 
     def ranges_of(self, consumer: Consumer) -> list[tuple[int, int]]:
         """The hash ranges a consumer owns (for stats)."""
         if self.mode == MODE_STICKY:
             return list(consumer.hash_ranges)
+        order = self._order_of.get(id(consumer))
         owned: list[tuple[int, int]] = []
         previous = self._points[-1] if self._points else 0
-        for point, index in self._ring:
-            if self._consumers[index] is consumer:
+        for point, owner in self._ring:
+            if owner == order:
                 owned.append((previous + 1 if previous < point else 0, point))
             previous = point
         return owned
 
     def _check_ranges(self, ranges: Sequence[tuple[int, int]]) -> None:
-        for start, end in ranges:
+        """Valid and disjoint from each other and from every range already taken (binary searches)."""
+        mine = sorted(ranges)
+        for (start, end), following in zip(mine, [*mine[1:], None], strict=True):
             if not 0 <= start <= end < HASH_RANGE_SIZE:
                 raise ConsumerAssignError(f"Invalid hash range [{start}, {end}]")
-            for other in self._consumers:
-                for o_start, o_end in other.hash_ranges:
-                    if start <= o_end and o_start <= end:
-                        raise ConsumerAssignError(
-                            f"Range [{start}, {end}] overlaps [{o_start}, {o_end}] of consumer {other.name!r}"
-                        )
-
-    def _rebuild(self) -> None:
-        if self.mode == MODE_STICKY:
-            return
-        ring: list[tuple[int, int]] = []
-        for index, consumer in enumerate(self._consumers):
-            for i in range(RING_POINTS_PER_CONSUMER):
-                point = key_hash(f"{consumer.name}-{consumer.consumer_id}-{i}".encode())
-                ring.append((point, index))
-        ring.sort()
-        self._ring = ring
-        self._points = [p for p, _ in ring]
+            if following is not None and following[0] <= end:
+                raise ConsumerAssignError(f"Range [{start}, {end}] overlaps [{following[0]}, {following[1]}]")
+            index = bisect.bisect_right(self._starts, end) - 1  # the last taken range starting <= end
+            if index >= 0 and self._ranges[index][1] >= start:
+                o_start, o_end, owner = self._ranges[index]
+                raise ConsumerAssignError(
+                    f"Range [{start}, {end}] overlaps [{o_start}, {o_end}] of consumer "
+                    f"{self._by_order[owner].name!r}"
+                )

@@ -22,15 +22,19 @@ from magnetar.broker.producer import Producer
 from magnetar.broker.service import BrokerService
 from magnetar.clock import Clock
 from magnetar.server.auth import ConnectionAuth, SecurityContext
+from magnetar.server.flow import OutputFlow
+from magnetar.server.limits import RateLimitedLog
 
 if TYPE_CHECKING:
     from magnetar.server.handlers import Handler
 
 log = logging.getLogger("magnetar.server.connection")
+_unsupported_log = RateLimitedLog(log, interval_s=10.0)  # a peer must not be able to fill the log
+_protocol_error_log = RateLimitedLog(log, interval_s=1.0)
 
 READ_CHUNK_BYTES = 256 * 1024
-WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
-REQUESTS_IN_FLIGHT_MAX = 1024  # concurrent request handlers per connection
+REQUESTS_IN_FLIGHT_MAX = 1024  # request handlers accepted per connection (REQUESTS_RUNNING_MAX run at once)
+UNGATED_REQUESTS = frozenset({proto.pb.BaseCommand.PRODUCER, proto.pb.BaseCommand.SUBSCRIBE})  # may wait long
 OUT_FRAMES_MAX = 1024  # frames coalesced before a write is forced (they go out at the end of the loop turn)
 
 
@@ -84,6 +88,7 @@ class ServerConnection:
         self._out: list[bytes] = []  # frames of this loop turn, written together by _flush_out
         self._loop = asyncio.get_running_loop()
         self.auth = ConnectionAuth(security, writer.get_extra_info("ssl_object"))  # role, refresh, permissions
+        self._flow = OutputFlow(writer, broker.config.connection_output_high_water_bytes, self._flush_out)
 
     # ---- Endpoint -------------------------------------------------------------------------------------
 
@@ -112,6 +117,7 @@ class ServerConnection:
         if not self.is_open:
             return
         self._out.append(frame)
+        self._flow.queued_bytes += len(frame)
         if len(self._out) == 1:
             self._loop.call_soon(self._flush_out)
         elif len(self._out) >= OUT_FRAMES_MAX:
@@ -121,6 +127,7 @@ class ServerConnection:
         if not self._out:
             return
         frames, self._out = self._out, []
+        self._flow.queued_bytes = 0
         if self.is_open:
             self._writer.writelines(frames)
 
@@ -131,13 +138,14 @@ class ServerConnection:
         self.consumers.pop(consumer_id, None)
 
     async def drain(self) -> None:
-        if not self.is_open:
-            return
-        self._flush_out()
-        transport = self._writer.transport
-        if transport.get_write_buffer_size() > WRITE_HIGH_WATER_BYTES:
-            with contextlib.suppress(ConnectionError):
-                await self._writer.drain()
+        if self.is_open:
+            await self._flow.wait_room()
+
+    def has_output_room(self) -> bool:
+        return self._flow.has_room()
+
+    def output_turn(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._flow.turn()
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -153,22 +161,32 @@ class ServerConnection:
 
     async def run(self) -> None:
         keepalive = asyncio.get_running_loop().create_task(self._keepalive())
+        handshake_timer = self._loop.call_later(
+            self.broker.config.connect_handshake_timeout_seconds, self._handshake_expired)
         try:
             await self._read_loop()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except proto.PeerProtocolError as exc:
-            log.warning("closing connection from %s: %s", self._remote, exc)
+            _protocol_error_log.warning("closing connection from %s: %s", self._remote, exc)
         except Exception:
             log.exception("closing connection from %s after an internal error", self._remote)
         finally:
             keepalive.cancel()
+            handshake_timer.cancel()
             await self.close()
+
+    def _handshake_expired(self) -> None:
+        if self.state is State.AWAITING_CONNECT:
+            log.info("closing connection from %s: no CONNECT within %s s", self._remote,
+                     self.broker.config.connect_handshake_timeout_seconds)
+            self._writer.close()
 
     async def _read_loop(self) -> None:
         while self.state is not State.CLOSED:
             if not self._publish_room.is_set():
                 await self._publish_room.wait()
+            await self._flow.wait_room()  # a peer that does not read its replies stops being read
             data = await self._reader.read(READ_CHUNK_BYTES)
             if not data:
                 return
@@ -204,7 +222,12 @@ class ServerConnection:
 
     async def _guard(self, work: Awaitable[None], cmd: proto.pb.BaseCommand) -> None:
         try:
-            await work
+            if cmd.type in UNGATED_REQUESTS:
+                await work
+            else:
+                async with self._flow.running:  # replies start only while the peer reads them
+                    await self._flow.wait_room()
+                    await work
         except BrokerError as exc:
             self.reply_error(request_id_of(cmd), exc)
         except Exception as exc:
@@ -213,7 +236,7 @@ class ServerConnection:
 
     def _unsupported(self, cmd: proto.pb.BaseCommand) -> None:
         request_id = request_id_of(cmd)
-        log.info("unsupported command type %s from %s", cmd.type, self._remote)
+        _unsupported_log.info("unsupported command type %s from %s", cmd.type, self._remote)
         if request_id is not None:
             self.reply_error(request_id, NotAllowed(f"command type {cmd.type} is not supported by magnetar"))
 

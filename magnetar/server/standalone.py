@@ -39,7 +39,9 @@ from magnetar.server.admin.lookup import BROKER_PORT
 from magnetar.server.auth import SecurityContext, SecuritySettings
 from magnetar.server.auth.tls import CertReloader
 from magnetar.server.connection import ServerConnection
-from magnetar.server.handlers import dispatch_table
+from magnetar.server.handlers import Handler, dispatch_table
+from magnetar.server.http_limits import HttpConnectionReaper
+from magnetar.server.limits import ConnectionLimiter, raise_descriptor_limit, report_if_out_of_descriptors
 from magnetar.server.web import web_app
 from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
@@ -108,6 +110,7 @@ class Standalone:
         self._servers: list[asyncio.Server] = []
         self._reloader: CertReloader | None = None
         self._reclaim: asyncio.Task[None] | None = None
+        self.http_reaper: HttpConnectionReaper | None = None
 
     async def start(self) -> None:
         """Open the stores, recover, listen. A failure to start is a ``StartupError`` naming its setting."""
@@ -134,18 +137,18 @@ class Standalone:
         log.info("recovery done: %d topics on disk", len(names))
         handlers = dispatch_table()
 
+        limiter = ConnectionLimiter(s.broker.broker_max_connections, s.broker.broker_max_connections_per_ip)
+
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            conn = ServerConnection(reader, writer, self.broker, handlers, self.clock, self.security)
-            self._connections.add(conn)
-            task = asyncio.current_task()
-            if task is not None:
-                self._connection_tasks.add(task)
+            peer = writer.get_extra_info("peername")
+            address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+            if not limiter.admit(address):
+                writer.close()
+                return
             try:
-                await conn.run()
+                await self._serve(reader, writer, handlers)
             finally:
-                self._connections.discard(conn)
-                if task is not None:
-                    self._connection_tasks.discard(task)
+                limiter.release(address)
 
         if s.broker_port is not None:
             self.broker_port = await self._listen(serve, s.broker_port, None, "brokerServicePort (--broker-port)")
@@ -174,11 +177,16 @@ class Standalone:
 
     async def _start_web(self) -> None:
         s = self.settings
+        timeout_s = s.broker.http_request_timeout_seconds
         app = web_app(self.broker, self.security)
         if self.broker_port is not None:
             app[BROKER_PORT] = self.broker_port  # HTTP lookups answer with the bound binary port
-        self.runner = web.AppRunner(app, access_log=None)
+        self.runner = web.AppRunner(app, access_log=None, keepalive_timeout=timeout_s)
         await self.runner.setup()
+        assert self.runner.server is not None
+        self.http_reaper = HttpConnectionReaper(self.runner.server, request_timeout_s=timeout_s,
+                                                connections_max=s.broker.max_http_server_connections)
+        self.http_reaper.start()
         if s.web_port is not None:
             self.web_port = await self._site(s.web_port, None, "webServicePort (--web-port)")
         if self.security.tls is not None and self.web_port_tls is not None:
@@ -262,6 +270,20 @@ class Standalone:
         self.broker.ledger_deletion = service
         self._reclaim = asyncio.get_running_loop().create_task(service.reclaim_orphans(self.metadata))
 
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     handlers: dict[int, Handler]) -> None:
+        conn = ServerConnection(reader, writer, self.broker, handlers, self.clock, self.security)
+        self._connections.add(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            self._connection_tasks.add(task)
+        try:
+            await conn.run()
+        finally:
+            self._connections.discard(conn)
+            if task is not None:
+                self._connection_tasks.discard(task)
+
     async def stop(self) -> None:
         log.info("stopping: closing %d connections", len(self._connections))
         for server in self._servers:
@@ -276,6 +298,8 @@ class Standalone:
             self._reclaim.cancel()
         if getattr(self, "broker", None) is not None and self.broker.ledger_deletion is not None:
             await self.broker.ledger_deletion.close()
+        if self.http_reaper is not None:
+            await self.http_reaper.stop()
         if self.coordinators is not None:
             await self.coordinators.close()
         for name in ("runner", "broker", "ledgers", "store", "offload_store", "metadata"):
@@ -304,9 +328,11 @@ async def open_checked_offload_store(settings: OffloadSettings) -> BlockOffloadS
 
 
 async def run_standalone(settings: StandaloneSettings, remote_producers: RemoteProducerFactory | None = None) -> None:
+    raise_descriptor_limit()
     standalone = Standalone(settings, remote_producers=remote_producers)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_loop_exception)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
@@ -319,3 +345,11 @@ async def run_standalone(settings: StandaloneSettings, remote_producers: RemoteP
         await stop.wait()
     finally:
         await standalone.stop()
+
+
+def _loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+    """asyncio's own errors (a failed accept, ...): EMFILE gets one loud line, not a traceback per try."""
+    exc = context.get("exception")
+    if report_if_out_of_descriptors(exc if isinstance(exc, BaseException) else None):
+        return
+    loop.default_exception_handler(context)

@@ -12,11 +12,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.server.admin import add_admin_routes, error_middleware
+from magnetar.server.admin.routes import BODY_BYTES_MAX, BODY_TIMEOUT_KEY
 from magnetar.server.auth import SecurityContext
 from magnetar.server.auth.http import auth_middleware
 from magnetar.server.metrics import broker_registry
 
-REQUEST_BYTES_MAX = 1024 * 1024
+REQUEST_BYTES_MAX = BODY_BYTES_MAX
 
 
 def web_app(broker: BrokerService, security: SecurityContext | None = None) -> web.Application:
@@ -36,6 +37,7 @@ def web_app(broker: BrokerService, security: SecurityContext | None = None) -> w
         return web.Response(text="OK")
 
     app = web.Application(client_max_size=REQUEST_BYTES_MAX, middlewares=middlewares)
+    app[BODY_TIMEOUT_KEY] = float(broker.config.http_request_timeout_seconds)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/metrics/", metrics)
     app.router.add_get("/status.html", status)

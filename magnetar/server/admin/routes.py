@@ -7,6 +7,7 @@ bad input is always a 4xx, never a 500.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Schema = dict[str, Any]
 
 BODY_BYTES_MAX = 1024 * 1024
+BODY_TIMEOUT_S = 30.0  # default of httpRequestTimeoutSeconds
+BODY_TIMEOUT_KEY: web.AppKey[float] = web.AppKey("body_timeout_s", float)
 ERROR_STATUSES = (400, 401, 403, 404, 405, 406, 409, 412, 422, 503)
 
 _STATUS_BY_ERROR: tuple[tuple[type[errors.BrokerError], int], ...] = (
@@ -98,10 +101,17 @@ def no_content() -> web.Response:
 
 
 async def json_body(request: web.Request, *, required: bool) -> Any:
-    """The request's JSON body (None when empty and optional); 400 on bad JSON or a missing body."""
-    raw = await request.content.read(BODY_BYTES_MAX + 1)
-    if len(raw) > BODY_BYTES_MAX:
-        raise errors.InvalidRequest(f"The body exceeds {BODY_BYTES_MAX} bytes")
+    """The request's JSON body (None when empty and optional); 400 on bad JSON or a missing body.
+
+    Read whole by the framework (however many TCP segments it took), refused with 413 when its
+    declared or actual size is over ``BODY_BYTES_MAX``, with 408 when it does not arrive in time."""
+    if request.content_length is not None and request.content_length > BODY_BYTES_MAX:
+        raise web.HTTPRequestEntityTooLarge(max_size=BODY_BYTES_MAX, actual_size=request.content_length)
+    try:
+        async with asyncio.timeout(request.app.get(BODY_TIMEOUT_KEY, BODY_TIMEOUT_S)):
+            raw = await request.read()  # bounded by the application's client_max_size
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(text="The request body did not arrive in time") from None
     if not raw.strip():
         if required:
             raise errors.InvalidRequest("A JSON body is required")

@@ -19,6 +19,7 @@ from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.ledger.api import InitialPosition, Position
 from magnetar.server.handlers import txn_topic
+from magnetar.server.handlers.identity import checked_metadata, checked_name
 from magnetar.server.handlers.schema import declared_in, topic_idle
 
 if TYPE_CHECKING:
@@ -79,6 +80,9 @@ def _key_shared_options(req: proto.pb.CommandSubscribe) -> dict[str, Any]:
 
 
 def new_consumer(conn: ServerConnection, req: proto.pb.CommandSubscribe, topic_name: TopicName) -> Consumer:
+    config = conn.broker.config
+    checked_name(req.consumer_name, "Consumer", config.max_client_name_length)
+    metadata = checked_metadata(req.metadata, "Consumer", config.max_consumer_metadata_size)
     return Consumer(
         endpoint=conn,
         consumer_id=req.consumer_id,
@@ -89,7 +93,7 @@ def new_consumer(conn: ServerConnection, req: proto.pb.CommandSubscribe, topic_n
         priority_level=req.priority_level,
         partition=topic_name.partition_index,
         created_ms=conn.clock.now_ms(),
-        metadata={kv.key: kv.value for kv in req.metadata},
+        metadata=metadata,
         read_compacted=req.read_compacted,
         max_permits=conn.broker.config.max_consumer_permits,
         max_unacked_messages=(

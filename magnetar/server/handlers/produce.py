@@ -12,6 +12,7 @@ from magnetar.broker.names import TopicName
 from magnetar.broker.producer import AccessMode, Producer, failed_publish
 from magnetar.broker.schema import version_bytes
 from magnetar.server.handlers import txn_topic
+from magnetar.server.handlers.identity import checked_metadata, checked_name
 from magnetar.server.handlers.schema import declared_in
 
 if TYPE_CHECKING:
@@ -24,6 +25,9 @@ T = proto.pb.BaseCommand
 def new_producer(conn: ServerConnection, req: proto.pb.CommandProducer, topic_name: TopicName) -> Producer:
     mode = AccessMode(req.producer_access_mode) if req.HasField("producer_access_mode") else AccessMode.SHARED
     name = req.producer_name if req.HasField("producer_name") and req.producer_name else conn.broker.new_producer_name()
+    config = conn.broker.config
+    checked_name(name, "Producer", config.max_client_name_length)
+    metadata = checked_metadata(req.metadata, "Producer", config.max_producer_metadata_size)
     return Producer(
         endpoint=conn,
         producer_id=req.producer_id,
@@ -34,7 +38,7 @@ def new_producer(conn: ServerConnection, req: proto.pb.CommandProducer, topic_na
         access_mode=mode,
         user_provided_name=req.user_provided_producer_name,
         created_ms=conn.clock.now_ms(),
-        metadata={kv.key: kv.value for kv in req.metadata},
+        metadata=metadata,
     )
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 T = proto.pb.BaseCommand
 SERVER_VERSION = f"magnetar {__version__}"
 PROTOCOL_VERSION_MAX = 20
+CLIENT_VERSION_CHARS_MAX = 256  # kept for stats; a longer one is cut
 
 
 def on_connect(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
@@ -23,9 +24,9 @@ def on_connect(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview 
     if conn.state is not State.AWAITING_CONNECT:
         raise proto.MalformedFrame("CONNECT received twice on one connection")
     c = cmd.connect
-    version = min(c.protocol_version if c.HasField("protocol_version") else 0, PROTOCOL_VERSION_MAX)
+    version = max(0, min(c.protocol_version if c.HasField("protocol_version") else 0, PROTOCOL_VERSION_MAX))
     conn.auth.on_connect(conn, c)  # raises (after queuing ERROR) when the credentials are refused
-    conn.handshake_done(c.client_version, version)
+    conn.handshake_done(c.client_version[:CLIENT_VERSION_CHARS_MAX], version)
     conn.send_frame(
         proto.encode_command(proto.commands.connected(SERVER_VERSION, version, conn.max_message_size))
     )

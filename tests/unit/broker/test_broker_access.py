@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -55,6 +56,12 @@ class Endpoint:
 
     async def drain(self) -> None:
         pass
+
+    def has_output_room(self) -> bool:
+        return True
+
+    def output_turn(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
 
 
 def producer(name: str, mode: AccessMode) -> Producer:

@@ -1,0 +1,194 @@
+"""Peers that do not read what the broker sends them (issue items 4, 5) and clients that name themselves
+absurdly (items 8, 9). The broker runs with a 1 MiB output high-water mark so bounds are reached fast.
+
+Each test measures the broker's RSS from /proc against what the old behaviour needed (the whole
+stream buffered), and checks another client is still served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+
+from magnetar import protocol as proto
+from tests.abuse.conftest import (
+    assert_still_serving,
+    create_producer,
+    http,
+    rss_bytes,
+    start_broker,
+    unique,
+)
+from tests.component.wire import T, WirePeer
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import make_client
+
+MIB = 1024 * 1024
+SEND_TIMEOUT_S = 3.0  # a send that blocks this long: the broker stopped reading us
+RSS_GROWTH_MAX = 80 * MIB  # the old behaviour grew by the whole stream (hundreds of MiB here)
+REPLIES_RSS_GROWTH_MAX = 32 * MIB  # 1 MiB high-water mark + 32 running requests x ~75 KB replies
+SAMPLE_WINDOW_S = 4.0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = start_broker(tmp_path_factory, "connectionOutputHighWaterBytes=1048576",
+                        "dispatcherMaxReadSizeBytes=5242880")
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+def _never_reading_socket(proc: BrokerProcess) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", proc.port), timeout=SEND_TIMEOUT_S)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)  # keep the kernel's share small
+    sock.sendall(proto.encode_command(proto.commands.connect("never-reads", protocol_version=20)))
+    return sock
+
+
+def _send_until_blocked(sock: socket.socket, chunk: bytes, bytes_max: int) -> int:
+    """Send ``chunk`` repeatedly until the broker stops reading (a send times out) or ``bytes_max``."""
+    sent = 0
+    while sent < bytes_max:
+        try:
+            sock.sendall(chunk)
+        except TimeoutError:
+            return sent
+        sent += len(chunk)
+    return sent
+
+
+def _sent_within(sock: socket.socket, chunk: bytes, window_s: float) -> int:
+    """How many more bytes the broker takes from us within ``window_s`` (bounded loop)."""
+    sock.settimeout(0.25)
+    sent = 0
+    deadline = time.monotonic() + window_s
+    for _ in range(10_000):
+        if time.monotonic() > deadline:
+            break
+        try:
+            sent += sock.send(chunk)
+        except TimeoutError:
+            continue
+    return sent
+
+
+def test_pings_without_reading_the_pongs_stop_being_read(broker: BrokerProcess) -> None:
+    sock = _never_reading_socket(broker)
+    try:
+        before = rss_bytes(broker)
+        pings = proto.encode_command(proto.commands.ping()) * 20_000
+        sent = _send_until_blocked(sock, pings, 64 * MIB)
+        assert sent < 64 * MIB, "the broker kept reading a peer that never reads its pongs"
+        assert _sent_within(sock, pings, SEND_TIMEOUT_S) == 0, "the broker went on reading"
+        assert rss_bytes(broker) - before < RSS_GROWTH_MAX
+        assert_still_serving(broker)
+    finally:
+        sock.close()
+
+
+def test_large_replies_to_a_peer_that_never_reads_are_bounded(broker: BrokerProcess) -> None:
+    namespace = f"public/{unique('listing')}"
+    assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
+    long_suffix = "x" * 400
+    for i in range(150):  # a listing reply of ~75 KB
+        status, _ = http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}-{long_suffix}")
+        assert status == 204
+    sock = _never_reading_socket(broker)
+    try:
+        before = rss_bytes(broker)
+        requests = b"".join(proto.encode_command(proto.commands.get_topics_of_namespace(i, namespace))
+                            for i in range(1000))
+        sent = _send_until_blocked(sock, requests, 64 * MIB)  # 1.5 M requests: 100 GB of replies
+        assert sent < 64 * MIB, "the broker kept reading a peer that never reads its replies"
+        assert _sent_within(sock, requests, SEND_TIMEOUT_S) == 0, "the broker went on reading"
+        peak = _peak_rss_growth(broker, before)
+        assert peak < REPLIES_RSS_GROWTH_MAX, f"RSS grew by {peak // MIB} MiB"
+        assert_still_serving(broker)
+    finally:
+        sock.close()
+
+
+def _peak_rss_growth(proc: BrokerProcess, before: int) -> int:
+    """The largest RSS growth seen over a short window (bounded sampling, not a wait for anything)."""
+    peak = 0
+    deadline = time.monotonic() + SAMPLE_WINDOW_S
+    for _ in range(200):
+        peak = max(peak, rss_bytes(proc) - before)
+        if time.monotonic() > deadline:
+            break
+        time.sleep(SAMPLE_WINDOW_S / 100)
+    return peak
+
+
+async def test_many_subscriptions_on_a_stalled_connection_share_one_budget(broker: BrokerProcess) -> None:
+    topic = f"persistent://public/default/{unique('stalled')}"
+    client = make_client(broker.url)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        body = b"m" * (900 * 1024)
+        for _ in range(24):  # ~21 MiB of backlog: every subscription could read 5 MiB at once
+            producer.send(body)
+    finally:
+        client.close()
+    peer = await WirePeer.connect(broker.port)
+    try:
+        for cid in range(60):
+            peer.send(proto.commands.subscribe(topic, f"slow-{cid}", proto.pb.CommandSubscribe.Exclusive, cid, cid,
+                                               initial_position=proto.pb.CommandSubscribe.Earliest))
+            await peer.expect(T.SUCCESS)
+        before = rss_bytes(broker)
+        for cid in range(60):
+            peer.send(proto.commands.flow(cid, 1000))  # then never read again: 60 x 21 MiB wanted
+        await asyncio.sleep(0)
+        peak = await asyncio.to_thread(_peak_rss_growth, broker, before)
+        assert peak < RSS_GROWTH_MAX, f"RSS grew by {peak // MIB} MiB"
+        await asyncio.to_thread(assert_still_serving, broker)
+    finally:
+        peer.writer.transport.abort()
+
+
+async def test_names_and_metadata_are_bounded(broker: BrokerProcess) -> None:
+    topic = f"persistent://public/default/{unique('names')}"
+    peer = await WirePeer.connect(broker.port)
+    try:
+        huge = "n" * (4 * MIB)
+        refused = await create_producer(peer, topic, producer_name=huge)
+        assert refused.command.type == T.ERROR and "longer than" in refused.command.error.message
+        fat = {f"k{i}": "v" * 100_000 for i in range(40)}
+        refused = await create_producer(peer, topic, 2, metadata=fat)
+        assert refused.command.error.error == proto.pb.MetadataError
+        peer.send(proto.commands.subscribe(topic, "s", proto.pb.CommandSubscribe.Key_Shared, 3, 3, consumer_name=huge))
+        assert (await peer.expect(T.ERROR)).command.error.error == proto.pb.NotAllowedError
+        peer.send(proto.commands.subscribe(topic, "s", proto.pb.CommandSubscribe.Shared, 4, 4, metadata=fat))
+        assert (await peer.expect(T.ERROR)).command.error.error == proto.pb.MetadataError
+    finally:
+        await peer.close()
+    await asyncio.to_thread(assert_still_serving, broker)
+
+
+def test_key_shared_consumers_with_longest_names_join_and_leave(broker: BrokerProcess) -> None:
+    topic = unique("ks")
+    client = make_client(broker.url)
+    try:
+        consumers = [
+            client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
+                             consumer_name=f"{i:04d}" + "c" * 1020)
+            for i in range(30)
+        ]
+        producer = client.create_producer(topic)
+        for i in range(30):
+            producer.send(b"k%d" % i, partition_key=f"key-{i}")
+        for consumer in consumers:
+            consumer.close()
+        last = client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared)
+        got = {last.receive(10_000).data() for _ in range(30)}
+        assert got == {b"k%d" % i for i in range(30)}
+    finally:
+        client.close()
