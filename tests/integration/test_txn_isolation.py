@@ -16,11 +16,10 @@ import pytest
 from magnetar.client import Client
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.txn_helpers import RECEIVE_MS, assert_quiet, receive_all
 
 pytestmark = pytest.mark.integration
 
-RECEIVE_MS = 10_000
-QUIET_MS = 500  # how long "nothing more arrives" is watched for (a bound on a negative check)
 
 
 def topic_name(prefix: str) -> str:
@@ -31,21 +30,6 @@ def topic_name(prefix: str) -> str:
 async def mclient(broker: BrokerProcess) -> AsyncIterator[Client]:
     async with Client(broker.url, operation_timeout_ms=10_000) as c:
         yield c
-
-
-def receive_all(consumer: pulsar.Consumer, count: int) -> list[bytes]:
-    out = []
-    for _ in range(count):
-        msg = consumer.receive(timeout_millis=RECEIVE_MS)
-        consumer.acknowledge(msg)
-        out.append(msg.data())
-    return out
-
-
-def assert_quiet(consumer: pulsar.Consumer) -> None:
-    with pytest.raises(pulsar.Timeout):
-        msg = consumer.receive(timeout_millis=QUIET_MS)
-        raise AssertionError(f"unexpected message {msg.data()!r}")
 
 
 async def test_plain_consumer_sees_committed_messages_in_order_and_never_aborted_ones(

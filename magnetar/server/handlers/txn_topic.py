@@ -11,7 +11,8 @@ once the pending ack is durable. Nothing here tears down the connection.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer
@@ -126,21 +127,32 @@ def _action(value: int) -> TxnAction:
         raise NotAllowed(f"Unknown transaction action {value}") from exc
 
 
+async def _answer_end(
+    conn: ServerConnection, reply: proto.pb.BaseCommand, out: Any, request_id: int, txn: TxnId,
+    end: Callable[[], Awaitable[None]],
+) -> None:
+    """Run ``end`` and answer with ``reply`` (whose sub-message is ``out``), the error in it if any."""
+    out.request_id, out.txnid_most_bits, out.txnid_least_bits = request_id, txn.most, txn.least
+    try:
+        if conn.broker.txn_registry is None:
+            raise NotAllowed(DISABLED)
+        await end()
+    except BrokerError as exc:
+        out.error, out.message = _code(exc), str(exc)
+    conn.send_frame(proto.encode_command(reply))
+
+
 async def on_end_txn_on_partition(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
     req = cmd.endTxnOnPartition
     txn = TxnId(int(req.txnid_most_bits), int(req.txnid_least_bits))
     reply = T(type=T.END_TXN_ON_PARTITION_RESPONSE)
-    out = reply.endTxnOnPartitionResponse
-    out.request_id, out.txnid_most_bits, out.txnid_least_bits = req.request_id, txn.most, txn.least
-    try:
-        if conn.broker.txn_registry is None:
-            raise NotAllowed(DISABLED)
+
+    async def end() -> None:
         if not req.HasField("txn_action") or not req.topic:
             raise NotAllowed("END_TXN_ON_PARTITION needs a topic and a transaction action")
         await conn.broker.txn_participants.end_txn_on_partition(req.topic, txn, _action(req.txn_action))
-    except BrokerError as exc:
-        out.error, out.message = _code(exc), str(exc)  # type: ignore[assignment]
-    conn.send_frame(proto.encode_command(reply))
+
+    await _answer_end(conn, reply, reply.endTxnOnPartitionResponse, req.request_id, txn, end)
 
 
 async def on_end_txn_on_subscription(
@@ -149,20 +161,16 @@ async def on_end_txn_on_subscription(
     req = cmd.endTxnOnSubscription
     txn = TxnId(int(req.txnid_most_bits), int(req.txnid_least_bits))
     reply = T(type=T.END_TXN_ON_SUBSCRIPTION_RESPONSE)
-    out = reply.endTxnOnSubscriptionResponse
-    out.request_id, out.txnid_most_bits, out.txnid_least_bits = req.request_id, txn.most, txn.least
-    try:
-        if conn.broker.txn_registry is None:
-            raise NotAllowed(DISABLED)
+
+    async def end() -> None:
         if not req.HasField("txn_action") or not req.HasField("subscription"):
             raise NotAllowed("END_TXN_ON_SUBSCRIPTION needs a subscription and a transaction action")
         sub = req.subscription
         await conn.broker.txn_participants.end_txn_on_subscription(
             sub.topic, sub.subscription, txn, _action(req.txn_action)
         )
-    except BrokerError as exc:
-        out.error, out.message = _code(exc), str(exc)  # type: ignore[assignment]
-    conn.send_frame(proto.encode_command(reply))
+
+    await _answer_end(conn, reply, reply.endTxnOnSubscriptionResponse, req.request_id, txn, end)
 
 
 HANDLERS: dict[int, Handler] = {

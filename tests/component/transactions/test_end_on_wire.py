@@ -3,17 +3,12 @@ bad input gets its error code in the response and the connection stays usable.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from magnetar import protocol as proto
 from magnetar.broker.transactions.api import INVALID_TXN_STATUS, TxnAction, TxnId
-from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.server.standalone import Standalone
-from magnetar.storage.memory import MemoryLedgerStore
-from tests.component.transactions.helpers import Producer, ack, broker, nothing_more, received, subscribe
+from tests.component.transactions.helpers import Producer, ack, nothing_more, received, subscribe
 from tests.component.wire import T, WirePeer
 from tests.txn_fakes import FakeRegistry
 
@@ -21,14 +16,8 @@ TOPIC = "persistent://public/default/txn-end-wire"
 
 
 @pytest.fixture
-def registry() -> FakeRegistry:
-    return FakeRegistry()
-
-
-@pytest.fixture
-async def standalone(tmp_path: Path, registry: FakeRegistry) -> AsyncIterator[Standalone]:
-    async with broker(tmp_path, MemoryMetadataStore(), MemoryLedgerStore(), registry) as sa:
-        yield sa
+def standalone(txn_standalone: Standalone) -> Standalone:
+    return txn_standalone
 
 
 def end_on_partition(txn: TxnId, action: int | None, request_id: int, topic: str = TOPIC) -> proto.pb.BaseCommand:

@@ -3,17 +3,12 @@ entries, GET_LAST_MESSAGE_ID, and refusals of transactional SENDs."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from magnetar import protocol as proto
 from magnetar.broker.transactions.api import INVALID_TXN_STATUS, TRANSACTION_NOT_FOUND, TxnAction, TxnId
-from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.server.standalone import Standalone
-from magnetar.storage.memory import MemoryLedgerStore
-from tests.component.transactions.helpers import Producer, broker, nothing_more, received, subscribe
+from tests.component.transactions.helpers import Producer, nothing_more, received, subscribe
 from tests.component.wire import T, WirePeer
 from tests.txn_fakes import FakeRegistry
 
@@ -21,14 +16,8 @@ TOPIC = "persistent://public/default/txn-iso"
 
 
 @pytest.fixture
-def registry() -> FakeRegistry:
-    return FakeRegistry()
-
-
-@pytest.fixture
-async def standalone(tmp_path: Path, registry: FakeRegistry) -> AsyncIterator[Standalone]:
-    async with broker(tmp_path, MemoryMetadataStore(), MemoryLedgerStore(), registry) as sa:
-        yield sa
+def standalone(txn_standalone: Standalone) -> Standalone:
+    return txn_standalone
 
 
 async def open_txn(registry: FakeRegistry, *topics: str) -> TxnId:

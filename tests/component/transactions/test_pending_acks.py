@@ -3,7 +3,6 @@ them real, abort redelivers, refusals leave nothing behind."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -32,14 +31,8 @@ EXCLUSIVE, SHARED = 0, 1
 
 
 @pytest.fixture
-def registry() -> FakeRegistry:
-    return FakeRegistry()
-
-
-@pytest.fixture
-async def standalone(tmp_path: Path, registry: FakeRegistry) -> AsyncIterator[Standalone]:
-    async with broker(tmp_path, MemoryMetadataStore(), MemoryLedgerStore(), registry) as sa:
-        yield sa
+def standalone(txn_standalone: Standalone) -> Standalone:
+    return txn_standalone
 
 
 async def produce(standalone: Standalone, *bodies: bytes) -> None:

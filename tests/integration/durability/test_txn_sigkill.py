@@ -17,28 +17,13 @@ import pytest
 from magnetar.client import Client
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
+from tests.integration.txn_helpers import assert_quiet, receive_all
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "persistent://public/default/txn-sigkill"
 OPEN_TXN_TIMEOUT_MS = 4_000
 RECEIVE_MS = 30_000  # covers the open transaction's timeout after the restart
-QUIET_MS = 500
-
-
-def receive(consumer: pulsar.Consumer, count: int, timeout_ms: int = RECEIVE_MS) -> list[bytes]:
-    out = []
-    for _ in range(count):
-        msg = consumer.receive(timeout_millis=timeout_ms)
-        consumer.acknowledge(msg)
-        out.append(msg.data())
-    return out
-
-
-def assert_quiet(consumer: pulsar.Consumer) -> None:
-    with pytest.raises(pulsar.Timeout):
-        msg = consumer.receive(timeout_millis=QUIET_MS)
-        raise AssertionError(f"unexpected message {msg.data()!r}")
 
 
 async def _before_kill(url: str) -> None:
@@ -74,14 +59,14 @@ async def test_sigkill_with_open_committed_and_aborted_txns(tmp_path: Path, pend
                 view = client.subscribe(TOPIC, f"view-{number}",
                                         initial_position=pulsar.InitialPosition.Earliest)
                 if round_ == "after SIGKILL":
-                    assert receive(view, 3) == [b"p0", b"c0", b"c1"]
+                    assert receive_all(view, 3) == [b"p0", b"c0", b"c1"]
                     acker = client.subscribe(TOPIC, "acker", consumer_type=pulsar.ConsumerType.Shared)
-                    assert receive(view, 1) == [b"p1"]  # released once the open transaction timed out
+                    assert receive_all(view, 1, RECEIVE_MS) == [b"p1"]  # released once the open transaction timed out
                     # the aborted pending ack gives p0 back (a Shared redelivery, after what was not held)
-                    assert sorted(receive(acker, 4)) == [b"c0", b"c1", b"p0", b"p1"]
+                    assert sorted(receive_all(acker, 4, RECEIVE_MS)) == [b"c0", b"c1", b"p0", b"p1"]
                     assert_quiet(acker)
                 else:
-                    assert receive(view, 4) == [b"p0", b"c0", b"c1", b"p1"]
+                    assert receive_all(view, 4) == [b"p0", b"c0", b"c1", b"p1"]
                 assert_quiet(view)
             finally:
                 client.close()
