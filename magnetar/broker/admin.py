@@ -369,6 +369,7 @@ class BrokerAdmin:
             ledger = loaded.ledger
         elif await self.broker.ledgers.exists(topic.managed_ledger_name):
             ledger = await self.broker.ledgers.open(topic.managed_ledger_name, self.broker.config.managed_ledger)
+            await self.broker.delete_transaction_state(topic, list(ledger.cursors))
         else:
             return  # a declared partition that was never written
         try:

@@ -34,7 +34,7 @@ from magnetar.broker.transactions.coordinators import TransactionCoordinatorServ
 from magnetar.broker.transactions.participants import BrokerParticipants
 from magnetar.broker.transactions.pending_ack_log import is_transaction_internal
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
-from magnetar.broker.transactions.topic_txn import TopicTransactions
+from magnetar.broker.transactions.topic_txn import TopicTransactions, delete_unloaded
 from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
@@ -350,6 +350,10 @@ class BrokerService:
             return await self.ledgers.open(topic.managed_ledger_name, self.config.managed_ledger)
         except ManagedLedgerError as exc:
             raise ServiceNotReady(f"Failed to open the managed ledger of {topic}: {exc}") from exc
+
+    async def delete_transaction_state(self, topic: TopicName, subscriptions: list[str]) -> None:
+        """Pending-ack logs and the buffer snapshot of a topic deleted while not loaded."""
+        await delete_unloaded(self.ledgers, self._txn_snapshots, topic, subscriptions, self.config.managed_ledger)
 
     def loaded_topics(self) -> list[tuple[NamespaceName, ExpiringTopic]]:
         """For the retention task: every loaded topic with its namespace."""

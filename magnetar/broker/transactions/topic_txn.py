@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from magnetar import protocol as proto
@@ -253,3 +253,16 @@ async def delete_pending_ack_log(
     if await ledgers.exists(name):
         ledger = await ledgers.open(name, config)
         await ledger.delete()
+
+
+async def delete_unloaded(
+    ledgers: ManagedLedgerFactory,
+    snapshots: SnapshotStore,
+    topic: TopicName,
+    subscriptions: Iterable[str],
+    config: ManagedLedgerConfig | None = None,
+) -> None:
+    """A topic that is not loaded is being deleted: its pending-ack logs and buffer snapshot go with it."""
+    for subscription in subscriptions:
+        await delete_pending_ack_log(ledgers, topic, subscription, config)
+    await snapshots.delete(str(topic))

@@ -193,3 +193,23 @@ async def test_unsubscribe_and_topic_deletion_remove_the_transaction_state(
     await BrokerAdmin(standalone.broker).delete_topic(name, force=True)
     assert not await ledgers.exists(other_log)
     assert await standalone.broker.metadata.get(MetadataSnapshotStore.key(TOPIC)) is None
+
+
+async def test_deleting_an_unloaded_topic_removes_its_pending_ack_logs(
+    standalone: Standalone, registry: FakeRegistry
+) -> None:
+    from magnetar.broker.admin import BrokerAdmin
+    from magnetar.broker.names import TopicName
+    from magnetar.broker.transactions.pending_ack_log import pending_ack_topic
+
+    await produce(standalone, b"m0")
+    consumer = await WirePeer.connect(standalone.broker_port)
+    await subscribe(consumer, TOPIC, sub_type=SHARED)
+    [(_, id0)] = await received(consumer, 1)
+    assert not (await ack(consumer, 7, id0, acking_txn(registry), 1)).HasField("error")
+    await consumer.close()
+    name, admin = TopicName.parse(TOPIC), BrokerAdmin(standalone.broker)
+    await admin.unload(name)
+    assert TOPIC not in standalone.broker.topics
+    await admin.delete_topic(name, force=True)
+    assert not await standalone.broker.ledgers.exists(pending_ack_topic(name, "sub").managed_ledger_name)
