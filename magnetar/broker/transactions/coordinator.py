@@ -304,8 +304,12 @@ class TransactionCoordinator:
         async with meta.lock:
             if meta.status is not TxnStatus.OPEN or self.txns.get(meta.txn) is not meta:
                 return False
-            await self._log(meta, TxnLogRecord(op=Op.UPDATE, txn=meta.txn, expected=TxnStatus.OPEN,
-                                               new=TxnStatus.ABORTING))
+            try:
+                await self._log(meta, TxnLogRecord(op=Op.UPDATE, txn=meta.txn, expected=TxnStatus.OPEN,
+                                                   new=TxnStatus.ABORTING))
+            except BrokerError as exc:
+                log.warning("TC %d: cannot time out %s yet (%s); retried on the next check", self.tc_id, meta.txn, exc)
+                return False
             meta.status = TxnStatus.ABORTING
             self.counters.timed_out += 1
             log.info("TC %d: transaction %s timed out: aborting", self.tc_id, meta.txn)

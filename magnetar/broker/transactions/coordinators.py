@@ -79,8 +79,9 @@ class TransactionCoordinatorService:
         self._wake = asyncio.Event()
         self._wake_at_ms = 0.0
 
-    async def start(self, broker: BrokerService | None = None) -> None:
-        """Create the assign topic (when given the broker), open and replay every TC log, start timeouts."""
+    async def start(self, broker: BrokerService | None = None, *, timeout_loop: bool = True) -> None:
+        """Create the assign topic (when given the broker), open and replay every TC log, start the timeout
+        task (``timeout_loop=False``: the caller runs ``check_timeouts``, as the simulator does)."""
         if broker is not None:
             meta = await broker.partitioned_metadata(ASSIGN_TOPIC)
             if meta.partitions == 0:
@@ -93,7 +94,8 @@ class TransactionCoordinatorService:
             )
             self.coordinators[tc_id] = tc
             await tc.recover()
-        self._timeouts = asyncio.create_task(self._timeout_loop(), name="magnetar-txn-timeouts")
+        if timeout_loop:
+            self._timeouts = asyncio.create_task(self._timeout_loop(), name="magnetar-txn-timeouts")
 
     def coordinator(self, tc_id: int) -> TransactionCoordinator:
         tc = self.coordinators.get(tc_id)

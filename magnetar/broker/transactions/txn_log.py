@@ -34,6 +34,7 @@ from magnetar.ledger.api import (
     InitialPosition,
     ManagedLedger,
     ManagedLedgerConfig,
+    ManagedLedgerError,
     ManagedLedgerFactory,
     RetentionPolicy,
 )
@@ -173,7 +174,10 @@ class TxnLog:
         if least < self._reserved:
             return
         reserved = (least // SEQUENCE_BLOCK + 1) * SEQUENCE_BLOCK
-        await self.ledger.set_properties({SEQUENCE_PROPERTY: str(reserved)})
+        try:
+            await self.ledger.set_properties({SEQUENCE_PROPERTY: str(reserved)})
+        except ManagedLedgerError as exc:
+            raise PersistenceError(f"transaction log {self.tc_id}: cannot reserve ids: {exc}") from exc
         self._reserved = max(self._reserved, reserved)
 
     async def append(self, record: TxnLogRecord) -> RecordPosition:
