@@ -35,7 +35,7 @@ from magnetar.clock import SystemClock
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.api import MetadataStore
 from magnetar.metadata.sqlite import SqliteMetadataStore
-from magnetar.server.admin.lookup import BROKER_PORT
+from magnetar.server.admin.lookup import BROKER_PORT, TLS_PORTS
 from magnetar.server.auth import SecurityContext, SecuritySettings
 from magnetar.server.auth.tls import CertReloader
 from magnetar.server.connection import ServerConnection
@@ -181,6 +181,10 @@ class Standalone:
         app = web_app(self.broker, self.security)
         if self.broker_port is not None:
             app[BROKER_PORT] = self.broker_port  # HTTP lookups answer with the bound binary port
+        tls_ports: dict[str, int] = {}
+        app[TLS_PORTS] = tls_ports  # filled below, once bound
+        if self.security.tls is not None and self.broker_port_tls is not None:
+            tls_ports["broker"] = self.broker_port_tls
         self.runner = web.AppRunner(app, access_log=None, keepalive_timeout=timeout_s)
         await self.runner.setup()
         assert self.runner.server is not None
@@ -191,6 +195,7 @@ class Standalone:
             self.web_port = await self._site(s.web_port, None, "webServicePort (--web-port)")
         if self.security.tls is not None and self.web_port_tls is not None:
             self.web_port_tls = await self._site(self.web_port_tls, self.security.tls, "webServicePortTls")
+            tls_ports["web"] = self.web_port_tls
 
     async def _site(self, port: int, tls: ssl.SSLContext | None, setting: str) -> int:
         site = web.TCPSite(self.runner, self.settings.bind_address, port, ssl_context=tls)
@@ -205,7 +210,9 @@ class Standalone:
 
     def _log_ready(self) -> None:
         host = self.settings.bind_address
-        plain = f"broker pulsar://{host}:{self.broker_port} web http://{host}:{self.web_port}"
+        broker = f"pulsar://{host}:{self.broker_port}" if self.settings.broker_port is not None else "off"
+        web_ = f"http://{host}:{self.web_port}" if self.settings.web_port is not None else "off"
+        plain = f"broker {broker} web {web_}"
         if self.security.tls is not None:
             plain += f" tls pulsar+ssl://{host}:{self.broker_port_tls} https://{host}:{self.web_port_tls}"
         log.info("magnetar standalone ready: %s", plain)

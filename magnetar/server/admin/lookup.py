@@ -15,6 +15,8 @@ from magnetar.server.admin.routes import Route, match, ok
 
 #: the binary protocol's bound port, set by the process that serves both (it is known only after binding)
 BROKER_PORT: web.AppKey[int] = web.AppKey("broker_port", int)
+#: the TLS listeners' bound ports ("broker", "web"), filled in by the process once they are bound
+TLS_PORTS: web.AppKey[dict[str, int]] = web.AppKey("tls_ports", dict)
 LOOKUP_DATA = {
     "type": "object",
     "properties": {name: {"type": "string", "nullable": True}
@@ -32,12 +34,14 @@ def lookup_data(broker: BrokerService, req: web.Request) -> dict[str, str | None
     broker_port = req.app.get(BROKER_PORT, 6650)
     pulsar_url = f"pulsar://{host}:{broker_port}"
     http_url = f"http://{host}:{req.url.port}"
-    tls_url: str | None = None
+    tls_ports = req.app.get(TLS_PORTS, {})
+    tls_url = f"pulsar+ssl://{host}:{tls_ports['broker']}" if "broker" in tls_ports else None
+    https_url = f"https://{host}:{tls_ports['web']}" if "web" in tls_ports else None
     if listener is not None:
         pulsar_url, tls_url = listener.pulsar or pulsar_url, listener.pulsar_ssl
-        http_url = listener.http or http_url
+        http_url, https_url = listener.http or http_url, listener.https
     return {"brokerUrl": pulsar_url, "brokerUrlTls": tls_url, "httpUrl": http_url,
-            "httpUrlTls": listener.https if listener is not None else None, "nativeUrl": pulsar_url}
+            "httpUrlTls": https_url, "nativeUrl": pulsar_url}
 
 
 def lookup_routes(broker: BrokerService) -> list[Route]:

@@ -124,6 +124,11 @@ def test_lookup_answers_the_tls_url(broker: SecureBroker, pki: Pki, secret_key: 
     plain = _lookup(broker.port, None, tok)
     assert plain.brokerServiceUrl == f"pulsar://localhost:{broker.port}"
     assert plain.brokerServiceUrlTls == f"pulsar+ssl://localhost:{broker.tls_port}"
+    status, data = http("GET", broker.https_url + "/lookup/v2/topic/persistent/public/default/lk", context=context,
+                        headers=bearer(tok))
+    assert status == 200
+    assert data["brokerUrlTls"] == f"pulsar+ssl://localhost:{broker.tls_port}"
+    assert data["httpUrlTls"] == f"https://localhost:{broker.https_port}"
 
 
 def test_https_admin_with_certificate_or_token(broker: SecureBroker, pki: Pki, secret_key: bytes) -> None:
