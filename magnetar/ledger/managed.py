@@ -229,23 +229,10 @@ class ManagedLedgerImpl:
     def corrupted_entries(self) -> int:
         return len(self._corrupted)
 
-    async def _read_stored(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
-        """From the local store, or from the offload store once the local copy is gone."""
-        summary = self._ledgers.get(ledger_id)
-        offload = summary.offload if summary is not None else None
-        if offload is None or not offload.complete or self.offload_store is None:
-            return await self._store.read(ledger_id, first_entry, last_entry)
-        if not offload.local_deleted:
-            try:
-                return await self._store.read(ledger_id, first_entry, last_entry)
-            except LedgerNotFound:
-                pass  # released by a crash-interrupted release: the offloaded copy is complete
-        return await self.offload_store.read(offload.context, first_entry, last_entry)
-
     async def read_range(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
         self._require_readable()
         try:
-            return await self._read_stored(ledger_id, first_entry, last_entry)
+            return await offload.read_stored(self, self._store, ledger_id, first_entry, last_entry)
         except EntryCorrupted as exc:
             bad = exc.entry_id if exc.entry_id is not None else first_entry
             if first_entry < bad <= last_entry:  # serve the good entries before the damage; the next read hits it

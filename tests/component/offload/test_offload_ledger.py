@@ -178,3 +178,13 @@ async def test_trim_and_delete_remove_offloaded_copies(offload_store: BlockOfflo
     assert contexts[2].index_key in keys
     await ml.delete()
     assert await offload_store.blobs.list("") == []
+
+
+async def test_a_released_ledger_without_an_offload_store_is_a_clear_error(offload_store: BlockOffloadStore) -> None:
+    ml = await filled(Parts(offload_store))
+    first = ml.ledgers()[0].ledger_id
+    await ml.offload_ledger(first)
+    await ml.release_local(first)
+    ml.offload_store = None  # the operator removed managedLedgerOffloadDriver
+    with pytest.raises(ManagedLedgerError, match="no offload store is configured"):
+        await ml.read_range(first, 0, 0)
