@@ -87,7 +87,10 @@ class PendingAckStore:
         """Validate, reserve, log; on a failed write nothing stays reserved."""
         if cumulative:
             self._check_cumulative(txn, ids)
-        else:
+            ids = self._split_partial_cumulative(txn, ids[0])
+            if len(ids) == 2 and ids[0].position <= self.sub.cursor.mark_delete_position:
+                cumulative, ids = False, ids[1:]  # nothing before the batch is left: only its indexes
+        if not cumulative:
             for acked in ids:
                 self._check_individual(txn, acked)
         record = AckRecord(txn, cumulative, tuple(ids))
@@ -99,6 +102,15 @@ class PendingAckStore:
             raise PersistenceError(f"Failed to persist the pending ack of {txn} on {self.topic}: {exc}") from exc
         self._handles.setdefault(txn, []).append(handle)
         self.acks_total += 1
+
+    def _split_partial_cumulative(self, txn: TxnId, acked: AckedId) -> list[AckedId]:
+        """A cumulative ack inside a batch: everything before its entry, plus those batch indexes."""
+        if acked.mask == WHOLE:
+            return [acked]
+        pos = acked.position
+        partial = AckedId(pos, acked.mask, acked.batch_size)
+        self._check_individual(txn, partial)
+        return [AckedId(Position(pos.ledger_id, pos.entry_id - 1), WHOLE, 0), partial]
 
     def _conflict(self, txn: TxnId, position: Position, why: str) -> TransactionConflict:
         where = f"[{self.topic}][{self.sub.name}]"
@@ -144,17 +156,17 @@ class PendingAckStore:
         before_acks = dict(acks.individual)
         before_owned = {i.position: dict(self._owners.get(i.position, {})) for i in record.ids}
         before_txn_cumulative = acks.cumulative
-        if record.cumulative:
-            pos = record.ids[0].position
+        individual = record.ids
+        if record.cumulative:  # the first id is cumulative; any others are batch indexes of the next entry
+            pos, individual = record.ids[0].position, record.ids[1:]
             if acks.cumulative is None or pos > acks.cumulative:
                 acks.cumulative = pos
                 self._cumulative = (txn, pos)
-        else:
-            for acked in record.ids:
-                prior = acks.individual.get(acked.position)
-                mask = acked.mask if prior is None else _merge(prior.mask, acked.mask)
-                acks.individual[acked.position] = AckedId(acked.position, mask, acked.batch_size)
-                self._owners.setdefault(acked.position, {})[txn] = mask
+        for acked in individual:
+            prior = acks.individual.get(acked.position)
+            mask = acked.mask if prior is None else _merge(prior.mask, acked.mask)
+            acks.individual[acked.position] = AckedId(acked.position, mask, acked.batch_size)
+            self._owners.setdefault(acked.position, {})[txn] = mask
 
         def undo() -> None:
             acks.individual = before_acks

@@ -153,3 +153,16 @@ async def test_replay_brings_back_exactly_the_pending_acks() -> None:
     assert log.released == {0, 2}  # replay releases what an end record settles
     assert set(again.in_progress()) == {T2}
     assert again.pending_mask(pos[1]) == 0b10 and not again.is_pending(pos[0])
+
+
+async def test_a_cumulative_ack_inside_a_batch_acks_before_it_and_those_indexes() -> None:
+    store, pos, log = await new_store(SubType.EXCLUSIVE)
+    await store.acknowledge(T1, True, [AckedId(pos[2], 0b0011, 4)])
+    assert store.cumulative == (T1, pos[1]) and store.pending_mask(pos[2]) == 0b0011
+    await store.end(T1, TxnAction.COMMIT)
+    cursor = store.sub.cursor
+    assert cursor.mark_delete_position == pos[1]
+    assert cursor.batch_ack_set(pos[2]) == int_to_words(0b1100) and not cursor.is_acknowledged(pos[2])
+    again = PendingAckStore(store.topic, store.sub, log)
+    await again.recover()
+    assert again.in_progress() == {}
