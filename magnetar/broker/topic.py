@@ -400,6 +400,9 @@ class PersistentTopic:
     async def last_message_id(self) -> tuple[Position, int]:
         """The last entry's position and the batch index of its last message (-1 when unbatched)."""
         last = self.ledger.last_confirmed
+        if last.entry_id < 0:  # an empty current ledger (after a restart): the last entry is in an earlier one
+            stored = (Position(x.ledger_id, x.entries - 1) for x in reversed(self.ledger.ledgers()) if x.entries > 0)
+            last = next(stored, last)
         if self.txn is not None:  # not past an open transaction, a marker or an aborted entry
             last = await self.txn.last_visible(last)
         if last.entry_id < 0:

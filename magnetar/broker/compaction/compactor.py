@@ -8,8 +8,9 @@ batch keeps only its still-latest indexes). The switch then writes the new ledge
 horizon into the ``__compaction`` cursor in one metadata write, moves the cursor's mark-delete to the
 horizon (retention may now trim what the view covers), and deletes the replaced ledger.
 
-Crash safety: before pass 2 writes anything the new ledger's id is recorded as ``pending``; a restart finds
-it, deletes it and runs the compaction again. Until the switch's single write lands, readers and a restart
+Crash safety: a compaction first sets the cursor's ``running`` flag and, before pass 2 writes anything,
+records the new ledger's id as ``pending``; a restart deletes a pending ledger and, while ``running`` is
+set, runs the compaction again. Until the switch's single write lands, readers and a restart
 see the old view; after it, the new one.
 """
 
@@ -21,7 +22,13 @@ from dataclasses import dataclass
 
 from magnetar import protocol as proto
 from magnetar.broker.compaction.entries import compact_entry, encode_compacted, is_batch, retained_words
-from magnetar.broker.compaction.state import NONE, PENDING_PROPERTY, CompactedView, switch_properties
+from magnetar.broker.compaction.state import (
+    NONE,
+    PENDING_PROPERTY,
+    RUNNING_PROPERTY,
+    CompactedView,
+    switch_properties,
+)
 from magnetar.broker.compaction.view import CompactedTopic, delete_compacted_ledger
 from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, Position
@@ -56,13 +63,18 @@ async def compact(topic: CompactedTopic, clock: Clock) -> CompactionResult:
     """Compact ``topic`` up to its last readable entry and switch readers to the new view."""
     started_ms = clock.monotonic_ms()
     cursor = await topic.cursor()
+    await cursor.set_properties({RUNNING_PROPERTY: 1})
     old = topic.view
     horizon = topic.txn.max_read_position(topic.ledger.last_confirmed)
-    latest, read = await _pass_one(topic, horizon)
-    keep: dict[Position, set[int]] = {}
-    for position, batch_index in latest.values():
-        keep.setdefault(position, set()).add(batch_index)
-    new = await _pass_two(topic, cursor, horizon, keep)
+    try:
+        latest, read = await _pass_one(topic, horizon)
+        keep: dict[Position, set[int]] = {}
+        for position, batch_index in latest.values():
+            keep.setdefault(position, set()).add(batch_index)
+        new = await _pass_two(topic, cursor, horizon, keep)
+    except Exception:
+        await cursor.set_properties({RUNNING_PROPERTY: 0})  # failed, not interrupted: no automatic re-run
+        raise
     await _switch(topic, cursor, old, new)
     duration_ms = int(clock.monotonic_ms() - started_ms)
     log.info("%s: compacted %d messages to %d keys in %d entries up to %s (%d ms)", topic.name, read, len(latest),

@@ -4,8 +4,9 @@ The cursor is a durable cursor of the topic's managed ledger, so its mark-delete
 a compaction has switched) keeps retention from trimming anything the compacted view does not cover. Its
 properties name the compacted ledger (Pulsar's ``CompactedTopicLedger``) and the horizon, and two
 crash-recovery slots: the ledger a running compaction is writing (``pending``) and the one the last switch
-replaced (``retired``). One metadata write (the cursor record) switches every field at once, so a crash
-leaves either the old view or the new one.
+replaced (``retired``), and a ``running`` flag (a restart runs an interrupted compaction again). One
+metadata write (the cursor record) switches every field at once, so a crash leaves either the old view or
+the new one.
 
 Cursor properties are integers; -1 means "none" (properties are merged, never removed).
 """
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from magnetar.ledger.api import Position
+from magnetar.ledger.formats import cursor_key, decode_cursor
+from magnetar.metadata.api import MetadataStore
 
 COMPACTION_CURSOR: Final = "__compaction"
 LEDGER_PROPERTY: Final = "CompactedTopicLedger"
@@ -25,6 +28,7 @@ HORIZON_ENTRY_PROPERTY: Final = "magnetar.compaction.horizon.entry"
 ENTRIES_PROPERTY: Final = "magnetar.compaction.entries"
 PENDING_PROPERTY: Final = "magnetar.compaction.pending"
 RETIRED_PROPERTY: Final = "magnetar.compaction.retired"
+RUNNING_PROPERTY: Final = "magnetar.compaction.running"  # 1 from a compaction's start to its switch or failure
 NONE: Final = -1
 NO_MESSAGE: Final = Position(-1, -1)  # before everything: the start of a view, or "no message"
 READ_RUN_ENTRIES_MAX: Final = 128  # compacted entries per storage read
@@ -63,4 +67,17 @@ def switch_properties(new: CompactedView, retired: int) -> dict[str, int]:
         HORIZON_ENTRY_PROPERTY: new.horizon.entry_id,
         PENDING_PROPERTY: NONE,
         RETIRED_PROPERTY: retired,
+        RUNNING_PROPERTY: 0,
     }
+
+
+async def referenced_ledgers(metadata: MetadataStore, names: list[str]) -> set[int]:
+    """Compacted ledgers the ``__compaction`` cursors name (for the ledger audit: not orphans)."""
+    found: set[int] = set()
+    for name in names:
+        stored = await metadata.get(cursor_key(name, COMPACTION_CURSOR))
+        if stored is None:
+            continue
+        props = decode_cursor(stored.value, cursor_key(name, COMPACTION_CURSOR)).properties
+        found |= {props.get(k, NONE) for k in (LEDGER_PROPERTY, PENDING_PROPERTY, RETIRED_PROPERTY)} - {NONE}
+    return found

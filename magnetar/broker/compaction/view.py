@@ -34,6 +34,7 @@ from magnetar.broker.compaction.state import (
     PENDING_PROPERTY,
     READ_RUN_ENTRIES_MAX,
     RETIRED_PROPERTY,
+    RUNNING_PROPERTY,
     CompactedView,
     view_from,
 )
@@ -115,9 +116,10 @@ class CompactedTopic:
         current = self.view.ledger_id if self.view is not None else NONE
         pending = props.get(PENDING_PROPERTY, NONE)
         if pending not in (NONE, current):
-            log.warning("%s: compaction into ledger %d was interrupted; it runs again", self.name, pending)
             await delete_compacted_ledger(self.store, pending)
             await cursor.set_properties({PENDING_PROPERTY: NONE})
+        if props.get(RUNNING_PROPERTY, 0):
+            log.warning("%s: a compaction was interrupted; it runs again", self.name)
             self.needs_rerun = True
         retired = props.get(RETIRED_PROPERTY, NONE)
         if retired not in (NONE, current):
