@@ -197,8 +197,13 @@ class TopicTransactions:
         position = min(last, limit) if limit is not None else last
         probe = position
         for _ in range(VISIBLE_SCAN_ENTRIES_MAX):
-            if probe.entry_id < 0:
-                return position if probe == position else probe
+            if probe.entry_id < 0:  # before a ledger's first entry: the previous ledger's last one
+                earlier = [s for s in self._topic.ledger.ledgers() if s.ledger_id < probe.ledger_id and s.entries > 0]
+                if not earlier:
+                    return min(probe, self._topic.ledger.first_position())  # nothing readable at all
+                previous = max(earlier, key=lambda s: s.ledger_id)
+                probe = Position(previous.ledger_id, previous.entries - 1)
+                continue
             try:
                 entry = await self._topic.ledger.read_entry(probe)
             except ManagedLedgerError:
