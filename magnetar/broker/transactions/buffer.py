@@ -148,9 +148,10 @@ class TransactionBuffer:
         """The SEND landed at ``position`` (None: it failed); ``tracked`` is what ``send_started`` said."""
         if position is not None:
             self.txn_entries_total += 1
-        if not tracked:
+        in_flight = self._first_in_flight.get(txn) if tracked else None
+        if in_flight is None:  # not a possible first entry, or the transaction ended meanwhile
             return
-        fence, pending = self._first_in_flight[txn]
+        fence, pending = in_flight
         if position is not None and not self._has_ended(txn):
             first = self._ongoing.get(txn)
             self._ongoing[txn] = position if first is None else min(first, position)

@@ -225,3 +225,13 @@ async def test_aborted_transactions_of_trimmed_ledgers_are_forgotten(world: Worl
     assert world.ledger.first_position() > dict(tb.aborted_index())[T2]
     tb._ledger = world.ledger
     assert tb.prune_trimmed() == 2 and tb.aborted_index() == []
+
+
+async def test_an_end_while_a_first_send_is_in_flight(world: World) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    tracked = tb.send_started(T1)
+    position = await world.ledger.add_entry(message(b"a", T1))
+    await tb.end(T1, TxnAction.ABORT)  # its place came before the marker: the entry is T1's, and aborted
+    tb.send_finished(T1, position, tracked=tracked)
+    assert tb.max_read_position() is None and tb.ongoing() == {} and tb.is_aborted(T1)
