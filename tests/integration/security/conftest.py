@@ -3,11 +3,8 @@ started with security settings (``--set key=value`` with Pulsar's broker.conf na
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +12,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.security.pki import CertFiles, Pki
 
@@ -85,20 +83,20 @@ def client(url: str, *, timeout_s: float = 15, **options: Any) -> pulsar.Client:
 
 def http(method: str, url: str, *, headers: Mapping[str, str] | None = None, body: Any = None,
          context: Any = None) -> tuple[int, Any]:
-    """(status, decoded JSON body or text) of one admin request."""
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=15, context=context) as resp:
-            status, raw = resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
-    try:
-        return status, json.loads(raw) if raw else None
-    except ValueError:
-        return status, raw.decode(errors="replace")
+    """(status, decoded JSON body or text) of one request to a full URL."""
+    return call(url, method, "", body, headers=headers, context=context)
+
+
+def token_broker_settings(keys_dir: Path, **more: str) -> dict[str, str]:
+    """Token authentication with the module's secret key, authorization on, ``admin`` the super-user."""
+    return {
+        "authenticationEnabled": "true",
+        "authenticationProviders": TOKEN_PROVIDER,
+        "tokenSecretKey": f"file://{keys_dir / 'secret.key'}",
+        "authorizationEnabled": "true",
+        "superUserRoles": "admin",
+        **more,
+    }
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 import schemathesis
 
 from tests.integration.admin.test_metrics_cli_schema import CHECKS
-from tests.integration.security.conftest import TOKEN_PROVIDER, SecureBroker, bearer, http, start_broker
+from tests.integration.security.conftest import SecureBroker, bearer, http, start_broker, token_broker_settings
 from tests.integration.security.pki import token
 
 #: PIP-186's ledger deletion answers 503 "queued for a retry" by design when storage refuses a made-up ledger;
@@ -23,13 +23,7 @@ SERVER_ERROR_BY_DESIGN = ("DELETE /admin/v2/persistent/{tenant}/{namespace}/{top
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, keys_dir: Path, secret_key: bytes) -> Iterator[SecureBroker]:
-    proc = start_broker(Path(tmp_path_factory.mktemp("schema-auth")), {
-        "authenticationEnabled": "true",
-        "authenticationProviders": TOKEN_PROVIDER,
-        "tokenSecretKey": f"file://{keys_dir / 'secret.key'}",
-        "authorizationEnabled": "true",
-        "superUserRoles": "admin",
-    })
+    proc = start_broker(Path(tmp_path_factory.mktemp("schema-auth")), token_broker_settings(keys_dir))
     try:
         yield proc
     finally:

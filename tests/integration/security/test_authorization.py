@@ -15,7 +15,14 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.integration.security.conftest import TOKEN_PROVIDER, SecureBroker, bearer, client, http, start_broker
+from tests.integration.security.conftest import (
+    SecureBroker,
+    bearer,
+    client,
+    http,
+    start_broker,
+    token_broker_settings,
+)
 from tests.integration.security.pki import token
 
 NS = "acme/app"
@@ -23,13 +30,7 @@ NS = "acme/app"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, keys_dir: Path, secret_key: bytes) -> Iterator[SecureBroker]:
-    proc = start_broker(Path(tmp_path_factory.mktemp("authz")), {
-        "authenticationEnabled": "true",
-        "authenticationProviders": TOKEN_PROVIDER,
-        "tokenSecretKey": f"file://{keys_dir / 'secret.key'}",
-        "authorizationEnabled": "true",
-        "superUserRoles": "admin",
-    })
+    proc = start_broker(Path(tmp_path_factory.mktemp("authz")), token_broker_settings(keys_dir))
     try:
         base = f"http://127.0.0.1:{proc.web_port}/admin/v2"
         root = bearer(token(secret_key, "admin"))
