@@ -101,6 +101,8 @@ def decode(data: bytes) -> TxnLogRecord:
     entry = logpb.TransactionMetadataEntry()
     try:
         entry.ParseFromString(data)
+        if not entry.HasField("metadata_op"):  # absent, or a value this version does not know
+            raise ValueError("no known metadata_op")
         op = Op(entry.metadata_op)
         expected = TxnStatus(entry.expected_status) if entry.HasField("expected_status") else None
         new = TxnStatus(entry.new_status) if entry.HasField("new_status") else None
