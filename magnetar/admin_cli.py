@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.admin_conn import AdminConnection, ConnectionSettingsError, add_connection_options, connection_from_args
+from magnetar.admin_messages import format_message
 from magnetar.audit_cli import add_audit_parser
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import NamespaceName, TopicName
@@ -484,9 +485,10 @@ def add_admin_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser])
     add_connection_options(admin)
     groups = admin.add_subparsers(dest="group", required=True)
     parsers: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
-    from magnetar.admin_schemas import schema_verbs  # it builds on this module's Verb and Call
+    from magnetar.admin_policies import policy_verbs  # these build on this module's Verb and Call
+    from magnetar.admin_schemas import schema_verbs
 
-    for v in [*VERBS, *schema_verbs()]:
+    for v in [*VERBS, *schema_verbs(), *policy_verbs()]:
         if v.group not in parsers:
             parsers[v.group] = groups.add_parser(v.group).add_subparsers(dest="admin_verb", required=True)
         p = parsers[v.group].add_parser(v.names[0], aliases=list(v.names[1:]), help=v.help)
@@ -498,10 +500,7 @@ def add_admin_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def _print(status: int, body: bytes, headers: dict[str, str], raw: bool) -> None:
     if raw:
-        for key, value in sorted(headers.items()):
-            if key.lower().startswith("x-pulsar-"):
-                print(f"{key[len('X-Pulsar-'):]}: {value}")
-        print(body.decode(errors="replace"))
+        print(format_message(headers, body))
         return
     if status == 204 or not body.strip():
         return
@@ -529,8 +528,13 @@ def run_admin(args: argparse.Namespace) -> int:
     try:
         conn = args.admin_conn = connection_from_args(args)  # verbs that first read something use it too
         built = args.admin_build(args)
-        for call in built if isinstance(built, list) else [built]:
-            status, body, headers = _request(conn, call)
+        for number, call in enumerate(built if isinstance(built, list) else [built]):
+            try:
+                status, body, headers = _request(conn, call)
+            except HttpError as exc:
+                if call.raw and number > 0 and exc.status == 404:
+                    break  # peek -n N: print what exists, as pulsar-admin does, when fewer are there
+                raise
             _print(status, body, headers, call.raw)
     except (UsageError, ConnectionSettingsError) as exc:
         print(f"magnetar admin: {exc}", file=sys.stderr)

@@ -30,6 +30,7 @@ from magnetar.broker.errors import (
     TopicNotFound,
 )
 from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.replication.service import stop_replicators
 from magnetar.broker.service import PARTITIONS_MAX, BrokerService, namespace_key, partitioned_topic_key
 from magnetar.broker.topic import TERMINATED_PROPERTY, PersistentTopic
@@ -508,6 +509,18 @@ def _auto_topic_creation(value: Any) -> dict[str, Any]:
     return result
 
 
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest("The body must be true or false")
+    return value
+
+
+def _quota_map(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidRequest("A backlog quota map is a JSON object")
+    return {kind: BacklogQuota.parse(quota).rest() for kind, quota in value.items()}
+
+
 POLICY_SETTERS: dict[str, Any] = {
     "auth_policies": lambda value: AuthPolicies.from_json(value).to_json(),
     "retention_policies": _retention,
@@ -517,4 +530,6 @@ POLICY_SETTERS: dict[str, Any] = {
     "offload_threshold": lambda v: _int_field(v, "offloadThreshold"),
     "offload_deletion_lag_ms": lambda v: _int_field(v, "offloadDeletionLagMs"),
     "compaction_threshold": _compaction_threshold,
+    "deduplicationEnabled": _boolean,
+    "backlog_quota_map": _quota_map,
 }

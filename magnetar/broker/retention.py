@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 from magnetar import protocol as proto
 from magnetar.broker.config import MIB, BrokerConfig
-from magnetar.broker.names import NamespaceName
+from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.policies.store import TopicPolicyStore
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.clock import Clock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, Position, RetentionPolicy, TrimResult
@@ -46,15 +47,19 @@ def _int_or(value: Any, default: int) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
-def resolve_policies(config: BrokerConfig, namespace_policies: Mapping[str, Any] | None) -> TopicPolicies:
-    """The namespace's policies where it sets them, the broker's defaults elsewhere."""
-    ns = namespace_policies or {}
+def resolve_policies(
+    config: BrokerConfig, namespace_policies: Mapping[str, Any] | None, topic_policies: Mapping[str, Any] | None = None
+) -> TopicPolicies:
+    """The topic's policies where it sets them, then the namespace's, then the broker's defaults."""
+    ns, tp = namespace_policies or {}, topic_policies or {}
     time_min, size_mb = config.default_retention_time_minutes, config.default_retention_size_mb
-    retention = ns.get("retention_policies")
+    retention = tp.get("retentionPolicies") if isinstance(tp.get("retentionPolicies"), dict) else \
+        ns.get("retention_policies")
     if isinstance(retention, dict):
         time_min = _int_or(retention.get("retentionTimeInMinutes"), time_min)
         size_mb = _int_or(retention.get("retentionSizeInMB"), size_mb)
     ttl = _int_or(ns.get("message_ttl_in_seconds"), config.ttl_duration_default_seconds)
+    ttl = _int_or(tp.get("messageTTLInSeconds"), ttl)
     policy = RetentionPolicy(
         time_ms=time_min * MINUTE_MS if time_min >= 0 else -1,
         size_bytes=size_mb * MIB if size_mb >= 0 else -1,
@@ -72,6 +77,11 @@ async def namespace_policies(metadata: md.MetadataStore, ns: NamespaceName) -> d
         log.warning("namespace %s: policies are not JSON; broker defaults apply", ns)
         return {}
     return body if isinstance(body, dict) else {}
+
+
+async def topic_policies(metadata: md.MetadataStore, managed_ledger_name: str) -> dict[str, Any]:
+    """A topic's own policies (written by the admin API), or {}."""
+    return await TopicPolicyStore(metadata).get(TopicName.from_managed_ledger_name(managed_ledger_name))
 
 
 # ---- message expiry (TTL) --------------------------------------------------------------------------------------
@@ -181,14 +191,13 @@ class RetentionService:
     async def run_once(self) -> list[TrimResult]:
         """One pass over the loaded topics; returns what each trim did."""
         results: list[TrimResult] = []
-        cache: dict[NamespaceName, TopicPolicies] = {}
+        cache: dict[NamespaceName, dict[str, Any]] = {}
         for ns, topic in self._broker.loaded_topics()[:TOPICS_PER_PASS_MAX]:
             try:
-                policies = cache.get(ns)
-                if policies is None:
-                    raw = await namespace_policies(self._broker.metadata, ns)
-                    policies = cache[ns] = resolve_policies(self._broker.config, raw)
-                results.append(await self._apply(topic, policies))
+                if ns not in cache:
+                    cache[ns] = await namespace_policies(self._broker.metadata, ns)
+                own = await topic_policies(self._broker.metadata, topic.ledger.name)
+                results.append(await self._apply(topic, resolve_policies(self._broker.config, cache[ns], own)))
             except (ManagedLedgerError, md.MetadataError) as exc:
                 log.warning("retention of %s skipped this pass: %s", topic.ledger.name, exc)
         self.passes += 1

@@ -24,6 +24,7 @@ from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, T
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.nonpersistent import NonPersistentTopics
 from magnetar.broker.offload.service import OffloadService
+from magnetar.broker.policies.service import PolicyService, QuotaTopic
 from magnetar.broker.replication.service import ReplicationService
 from magnetar.broker.retention import ExpiringTopic, RetentionService, namespace_policies
 from magnetar.broker.schema import SchemaRegistry
@@ -88,6 +89,7 @@ class BrokerService:
         self._producer_counter = 0
         self.started_ms = self.clock.now_ms()
         self.closing = False
+        self.policies = PolicyService(self)  # topic policies, effective dedup, backlog quotas
         self.non_persistent = NonPersistentTopics()  # non-persistent:// topics, in memory only
         self.schemas = SchemaRegistry(metadata, config, self.clock)  # schema versions and their policies
         self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
@@ -128,6 +130,7 @@ class BrokerService:
             if not await self.metadata.exists(namespace_key(ns)):
                 await self.metadata.put(namespace_key(ns), json.dumps({}).encode())
         self.retention.start()
+        self.policies.start()
         self.offload.start()
         self.replication.start()
         if self.compaction is not None:
@@ -319,7 +322,7 @@ class BrokerService:
             topic,
             ledger,
             self.clock,
-            dedup_enabled=self.config.broker_deduplication_enabled,
+            dedup_enabled=await self.policies.dedup_enabled(topic),
             dedup_snapshot_entries=self.config.broker_deduplication_entries_interval,
             dedup_snapshot_interval_s=self.config.broker_deduplication_snapshot_interval_seconds,
             read_batch_max=self.config.dispatcher_max_read_batch_size,
@@ -362,9 +365,13 @@ class BrokerService:
     def _compacted_topics(self) -> list[tuple[NamespaceName, CompactedTopic]]:
         return [(t.name.namespace_name, t.compacted) for t in self.topics.values() if t.compacted is not None]
 
+    def quota_topics(self) -> list[QuotaTopic]:
+        return list(self.topics.values())
+
     async def close(self) -> None:
         self.closing = True
         await self.retention.stop()
+        await self.policies.stop()
         await self.offload.stop()
         await self.replication.close()
         if self.compaction is not None:

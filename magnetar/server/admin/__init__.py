@@ -9,11 +9,13 @@ from aiohttp import web
 from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
+from magnetar.server.admin.brokers import broker_routes
 from magnetar.server.admin.deletion import deletion_routes
 from magnetar.server.admin.lookup import lookup_routes
 from magnetar.server.admin.nonpersistent import non_persistent_routes
 from magnetar.server.admin.openapi import openapi_document
 from magnetar.server.admin.permissions import permission_routes
+from magnetar.server.admin.policies import namespace_policy_routes, topic_policy_routes
 from magnetar.server.admin.replication import replication_routes
 from magnetar.server.admin.routes import Route, error_middleware
 from magnetar.server.admin.schemas import schema_routes
@@ -33,7 +35,8 @@ def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
     return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker),
             *permission_routes(admin), *coordinator_routes(broker), *schema_routes(broker.schemas),
             *txn_topic_routes(admin), *deletion_routes(broker), *lookup_routes(broker),
-            *replication_routes(admin), *non_persistent_routes(broker)]
+            *replication_routes(admin), *non_persistent_routes(broker),
+            *broker_routes(admin), *namespace_policy_routes(admin), *topic_policy_routes(admin)]
 
 
 def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:

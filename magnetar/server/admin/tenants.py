@@ -88,8 +88,10 @@ def tenant_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         mode = req.query.get("mode", "PERSISTENT").upper()
         if mode not in TOPIC_MODES:
             raise InvalidRequest("mode must be PERSISTENT, NON_PERSISTENT or ALL")
-        names = await admin.topics(_ns(req))
-        return ok([] if mode == "NON_PERSISTENT" else names)
+        names = await admin.topics(_ns(req)) if mode != "NON_PERSISTENT" else []
+        if mode != "PERSISTENT":
+            names += admin.broker.non_persistent.names(_ns(req))
+        return ok(names)
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -136,7 +138,7 @@ def _policy_routes(
 ) -> list[Route]:
     async def get(req: web.Request) -> web.Response:
         value = await admin.policy(_ns(req), field)
-        return ok(value if value is not None else POLICY_DEFAULTS.get(field))
+        return ok(value if value not in (None, []) else effective_default(admin, field))
 
     async def set_(req: web.Request) -> web.Response:
         await admin.set_policy(_ns(req), field, await json_body(req, required=True))
@@ -154,6 +156,20 @@ def _policy_routes(
               body_required=True),
         Route("DELETE", path, remove, f"Remove the namespace's {suffix} policy", "namespaces", ok=204),
     ]
+
+
+def effective_default(admin: BrokerAdmin, field: str) -> Any:
+    """What applies when a namespace sets nothing: the broker's defaults (as ``get-retention`` and
+    ``get-clusters`` show them), not an empty value."""
+    config = admin.broker.config
+    if field == "retention_policies":
+        return {"retentionTimeInMinutes": config.default_retention_time_minutes,
+                "retentionSizeInMB": config.default_retention_size_mb}
+    if field == "replication_clusters":
+        return [config.cluster_name]
+    if field == "message_ttl_in_seconds":
+        return config.ttl_duration_default_seconds
+    return POLICY_DEFAULTS.get(field)
 
 
 def _ns(req: web.Request) -> NamespaceName:

@@ -193,7 +193,7 @@ def subscription_routes(subs: SubscriptionAdmin) -> list[Route]:
     async def peek(req: web.Request) -> web.Response:
         nth = int_value(match(req, "messagePosition"), "messagePosition", 1)
         peeked = await subs.peek(_topic(req), match(req, "subName"), nth)
-        return web.Response(body=peeked.payload, headers=_peek_headers(peeked.position, peeked.metadata),
+        return web.Response(body=peeked.payload, headers=peek_headers(peeked.position, peeked.metadata),
                             content_type="application/octet-stream")
 
     message_id = {**s.MESSAGE_ID, "nullable": True}
@@ -216,7 +216,7 @@ def subscription_routes(subs: SubscriptionAdmin) -> list[Route]:
     ]
 
 
-def _peek_headers(position: Any, meta: Any) -> dict[str, str]:
+def peek_headers(position: Any, meta: Any) -> dict[str, str]:
     headers = {
         "X-Pulsar-Message-ID": f"{position.ledger_id}:{position.entry_id}",
         "X-Pulsar-publish-time": str(meta.publish_time),

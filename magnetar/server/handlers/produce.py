@@ -54,6 +54,9 @@ async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memo
             req.request_id, existing.name, -1, topic_epoch=existing.topic_epoch)))
         return
     topic = await conn.broker.get_topic(topic_name, create=True)
+    refusal = await conn.broker.policies.producer_refusal(topic)
+    if refusal is not None:  # backlog quota: producer_request_hold (retriable) or producer_exception
+        raise refusal
     version = await conn.broker.schemas.for_producer(topic_name, declared_in(req))
     schema_version = version_bytes(version) if version is not None else None
     producer = new_producer(conn, req, topic_name)

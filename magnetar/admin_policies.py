@@ -1,0 +1,115 @@
+"""``magnetar admin`` verbs for deduplication and backlog-quota policies (namespace and topic), topic-level
+retention and TTL, namespace unload, reading one message, lookup, and the broker endpoints — pulsar-admin's
+names and flags."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from magnetar.admin_cli import (
+    _UNITS_BYTES,
+    _UNITS_S,
+    NS,
+    TOPIC,
+    Call,
+    Spec,
+    UsageError,
+    Verb,
+    _amount,
+    _retention,
+    ns_path,
+    topic_path,
+)
+
+ENABLE: tuple[Spec, ...] = ((("-e", "--enable"), {"action": "store_true"}),
+                            (("-d", "--disable"), {"action": "store_true"}))
+QUOTA: tuple[Spec, ...] = (
+    (("-l", "--limit"), {"default": "-1", "help": "backlog size limit, e.g. 10M, 2G (-1: none)"}),
+    (("-lt", "--limitTime"), {"default": "-1", "help": "backlog age limit, e.g. 30m (-1: none)"}),
+    (("-p", "--policy"), {"required": True, "help": "producer_request_hold, producer_exception or "
+                                                    "consumer_backlog_eviction"}),
+    (("-t", "--type"), {"default": "destination_storage", "choices": ["destination_storage"]}),
+)
+RETENTION: tuple[Spec, ...] = ((("-t", "--time"), {"required": True}), (("-s", "--size"), {"required": True}))
+
+
+def _switch(a: argparse.Namespace) -> bool:
+    if a.enable == a.disable:
+        raise UsageError("give exactly one of --enable or --disable")
+    return bool(a.enable)
+
+
+def _quota(a: argparse.Namespace) -> dict[str, Any]:
+    return {"limitSize": _amount(a.limit, _UNITS_BYTES, "limit"),
+            "limitTime": _amount(a.limitTime, _UNITS_S, "limitTime"), "policy": a.policy.lower()}
+
+
+def _level_verbs(group: str, spec: Spec, path: Any) -> list[Verb]:
+    """set/get/remove-deduplication and the backlog-quota verbs, for namespaces or topics."""
+    dedup = "/deduplication" if group == "namespaces" else "/deduplicationEnabled"
+    return [
+        Verb(group, ("set-deduplication",), (spec, *ENABLE), lambda a: Call("POST", path(a) + dedup, _switch(a)),
+             "enable or disable deduplication"),
+        Verb(group, ("get-deduplication",), (spec,), lambda a: Call("GET", path(a) + dedup), "get deduplication"),
+        Verb(group, ("remove-deduplication",), (spec,), lambda a: Call("DELETE", path(a) + dedup),
+             "remove the deduplication policy"),
+        Verb(group, ("set-backlog-quota",), (spec, *QUOTA),
+             lambda a: Call("POST", path(a) + "/backlogQuota", _quota(a), query={"backlogQuotaType": a.type}),
+             "set the backlog quota"),
+        Verb(group, ("get-backlog-quotas",), (spec,), lambda a: Call("GET", path(a) + "/backlogQuotaMap"),
+             "get the backlog quotas"),
+        Verb(group, ("remove-backlog-quota",), (spec,), lambda a: Call("DELETE", path(a) + "/backlogQuota"),
+             "remove the backlog quota"),
+    ]
+
+
+def _lookup(a: argparse.Namespace) -> Call:
+    return Call("GET", topic_path(a.topic).replace("/admin/v2/", "/lookup/v2/topic/", 1))
+
+
+def policy_verbs() -> list[Verb]:
+    def ns(a: argparse.Namespace) -> str:
+        return ns_path(a.namespace)
+
+    def tp(a: argparse.Namespace) -> str:
+        return topic_path(a.topic)
+
+    return [
+        *_level_verbs("namespaces", NS, ns),
+        *_level_verbs("topics", TOPIC, tp),
+        Verb("namespaces", ("unload",), (NS,), lambda a: Call("PUT", ns(a) + "/unload"),
+             "unload every loaded topic of the namespace"),
+        Verb("topics", ("set-retention",), (TOPIC, *RETENTION), lambda a: Call("POST", tp(a) + "/retention",
+                                                                             _retention(a)), "set retention"),
+        Verb("topics", ("get-retention",), (TOPIC,), lambda a: Call("GET", tp(a) + "/retention"), "get retention"),
+        Verb("topics", ("remove-retention",), (TOPIC,), lambda a: Call("DELETE", tp(a) + "/retention"),
+             "remove retention"),
+        Verb("topics", ("set-message-ttl",), (TOPIC, (("-t", "--ttl"), {"type": int, "required": True})),
+             lambda a: Call("POST", tp(a) + "/messageTTL", query={"messageTTL": str(a.ttl)}), "set the TTL (s)"),
+        Verb("topics", ("get-message-ttl",), (TOPIC,), lambda a: Call("GET", tp(a) + "/messageTTL"), "get the TTL"),
+        Verb("topics", ("remove-message-ttl",), (TOPIC,), lambda a: Call("DELETE", tp(a) + "/messageTTL"),
+             "remove the TTL"),
+        Verb("topics", ("examine-message",), (TOPIC, (("-i", "--initialPosition"), {"default": "latest",
+                                                                                  "choices": ["latest", "earliest"]}),
+                                              (("-m", "--messagePosition"), {"type": int, "default": 1})),
+             lambda a: Call("GET", tp(a) + "/examinemessage", raw=True,
+                            query={"initialPosition": a.initialPosition, "messagePosition": str(a.messagePosition)}),
+             "print the nth message from the earliest or latest"),
+        Verb("topics", ("get-message-by-id",), (TOPIC, (("-l", "--ledgerId"), {"type": int, "required": True}),
+                                                (("-e", "--entryId"), {"type": int, "required": True})),
+             lambda a: Call("GET", tp(a) + f"/ledger/{a.ledgerId}/entry/{a.entryId}", raw=True),
+             "print a message by its id"),
+        Verb("topics", ("lookup",), (TOPIC,), _lookup, "the broker serving the topic"),
+        Verb("brokers", ("list",), ((("cluster",), {}),), lambda a: Call("GET", f"/admin/v2/brokers/{a.cluster}"),
+             "the cluster's active brokers"),
+        Verb("brokers", ("leader-broker",), (), lambda a: Call("GET", "/admin/v2/brokers/leaderBroker"),
+             "the leader broker"),
+        Verb("brokers", ("healthcheck",), (), lambda a: Call("GET", "/admin/v2/brokers/health"), "health check"),
+        Verb("broker-stats", ("load-report",), (), lambda a: Call("GET", "/admin/v2/broker-stats/load-report"),
+             "this broker's load report"),
+        Verb("broker-stats", ("monitoring-metrics",), (), lambda a: Call("GET", "/admin/v2/broker-stats/metrics"),
+             "broker metrics per namespace"),
+        Verb("broker-stats", ("topics",), (), lambda a: Call("GET", "/admin/v2/broker-stats/topics"),
+             "stats of every loaded topic"),
+    ]

@@ -1,0 +1,66 @@
+"""Topic policies in the metadata store, and effective values over topic, namespace and broker config."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.errors import MetadataError
+from magnetar.broker.names import TopicName
+from magnetar.broker.policies.quota import BacklogQuota
+from magnetar.metadata import api as md
+
+TOPIC_POLICIES = "/admin/topic-policies"
+DESTINATION_STORAGE = "destination_storage"
+
+
+def topic_policy_key(topic: TopicName) -> str:
+    local = topic.local_name.rsplit("-partition-", 1)[0] if topic.is_partition else topic.local_name
+    return f"{TOPIC_POLICIES}/{topic.tenant}/{topic.namespace}/{topic.domain}/{urllib.parse.quote(local, safe='')}"
+
+
+class TopicPolicyStore:
+    def __init__(self, metadata: md.MetadataStore) -> None:
+        self._metadata = metadata
+
+    async def get(self, topic: TopicName) -> dict[str, Any]:
+        try:
+            record = await self._metadata.get(topic_policy_key(topic))
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+        if record is None:
+            return {}
+        value = json.loads(record.value or b"{}")
+        return value if isinstance(value, dict) else {}
+
+    async def set(self, topic: TopicName, field: str, value: Any) -> None:
+        """Set (or with ``None`` remove) one field, compare-and-set on the record."""
+        key = topic_policy_key(topic)
+        try:
+            record = await self._metadata.get(key)
+            stored = json.loads(record.value or b"{}") if record is not None else {}
+            if value is None:
+                stored.pop(field, None)
+            else:
+                stored[field] = value
+            await self._metadata.put(key, json.dumps(stored).encode(),
+                                     record.version if record is not None else md.NEW_KEY)
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+
+
+def effective_dedup(config: BrokerConfig, namespace: Mapping[str, Any], topic: Mapping[str, Any]) -> bool:
+    for value in (topic.get("deduplicationEnabled"), namespace.get("deduplicationEnabled")):
+        if isinstance(value, bool):
+            return value
+    return config.broker_deduplication_enabled
+
+
+def effective_quota(namespace: Mapping[str, Any], topic: Mapping[str, Any]) -> BacklogQuota | None:
+    for holder in (topic.get("backLogQuotaMap"), namespace.get("backlog_quota_map")):
+        if isinstance(holder, dict) and isinstance(holder.get(DESTINATION_STORAGE), dict):
+            return BacklogQuota.parse(holder[DESTINATION_STORAGE])
+    return None
