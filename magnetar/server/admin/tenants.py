@@ -167,8 +167,6 @@ def effective_default(admin: BrokerAdmin, field: str) -> Any:
                 "retentionSizeInMB": config.default_retention_size_mb}
     if field == "replication_clusters":
         return [config.cluster_name]
-    if field == "message_ttl_in_seconds":
-        return config.ttl_duration_default_seconds
     return POLICY_DEFAULTS.get(field)
 
 
