@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from magnetar.broker.errors import BrokerError, NotAllowed, SubscriptionNotFound, TopicNotFound
+from magnetar.broker.errors import BrokerError, NotAllowed, ServiceNotReady, SubscriptionNotFound, TopicNotFound
 from magnetar.broker.transactions import states
 from magnetar.broker.transactions.api import (
     CoordinatorNotFound,
@@ -263,8 +263,8 @@ class TransactionCoordinator:
                 log.warning("ending %s: participant is gone (%s); nothing to end there", txn, exc)
                 return
             except (BrokerError, TimeoutError, OSError) as exc:
-                if attempt == self._end.attempts_max:
-                    raise BrokerError(f"Transaction {txn} is still ending after {attempt} attempts: {exc}") from exc
+                if attempt == self._end.attempts_max:  # retriable for the client: END_TXN again resumes it
+                    raise ServiceNotReady(f"Transaction {txn} is still ending after {attempt} attempts: {exc}") from exc
                 log.info("ending %s: attempt %d failed (%s), retrying in %.0f ms", txn, attempt, exc, delay_ms)
             await asyncio.sleep(delay_ms / 1000)
             delay_ms = min(delay_ms * 2, self._end.backoff_max_ms)

@@ -55,6 +55,22 @@ def is_coordinator_log(topic: TopicName) -> bool:
     return str(topic.namespace_name) == "pulsar/system" and topic.local_name.startswith(LOG_TOPIC_PREFIX)
 
 
+async def _assign_topic(broker: BrokerService, count: int) -> int:
+    """Create or grow the assign topic to ``count`` partitions; returns how many coordinators to run. A
+    topic with more partitions than configured keeps them (coordinators cannot shrink: each has a log)."""
+    from magnetar.broker.admin import BrokerAdmin  # the admin module imports the service, which imports us
+
+    existing = (await broker.partitioned_metadata(ASSIGN_TOPIC)).partitions
+    if existing == 0:
+        await broker.create_partitioned_topic(ASSIGN_TOPIC, count)
+    elif existing < count:
+        await BrokerAdmin(broker).update_partitions(ASSIGN_TOPIC, count)
+    elif existing > count:
+        log.warning("transactionCoordinatorCount=%d but %s has %d partitions: running %d coordinators "
+                    "(a coordinator's log is never abandoned)", count, ASSIGN_TOPIC, existing, existing)
+    return max(count, existing)
+
+
 class TransactionCoordinatorService:
     """Implements :class:`TxnRegistry` over every coordinator of this broker."""
 
@@ -82,11 +98,10 @@ class TransactionCoordinatorService:
     async def start(self, broker: BrokerService | None = None, *, timeout_loop: bool = True) -> None:
         """Create the assign topic (when given the broker), open and replay every TC log, start the timeout
         task (``timeout_loop=False``: the caller runs ``check_timeouts``, as the simulator does)."""
+        count = self.settings.count
         if broker is not None:
-            meta = await broker.partitioned_metadata(ASSIGN_TOPIC)
-            if meta.partitions == 0:
-                await broker.create_partitioned_topic(ASSIGN_TOPIC, self.settings.count)
-        for tc_id in range(self.settings.count):
+            count = await _assign_topic(broker, count)
+        for tc_id in range(count):
             txn_log = await TxnLog.open(self._ledgers, tc_id, self._ledger_config, self._new_writer)
             tc = TransactionCoordinator(
                 tc_id, txn_log, self._participants, self._clock, max_active=self.settings.max_active,

@@ -211,3 +211,22 @@ def _sync_session(port: int) -> tuple[int, int]:
         aborted.abort()
         assert aborted.state is TransactionState.ABORTED
         return aborted.txn_id
+
+
+async def test_coordinators_grow_and_never_shrink(tmp_path: Path) -> None:
+    """The assign topic grows with transactionCoordinatorCount; a lower count keeps every coordinator with a log."""
+    from magnetar.broker.names import TopicName
+
+    assign = TopicName.parse("persistent://pulsar/system/transaction_coordinator_assign")
+    for configured, expected in ((2, 2), (1, 2), (3, 3)):
+        settings = StandaloneSettings(
+            data_dir=tmp_path, bind_address="127.0.0.1", broker_port=0, web_port=0,
+            broker=BrokerConfig(transaction_coordinator_count=configured),
+        )
+        sa = Standalone(settings, txn_participants=FakeParticipants())
+        await sa.start()
+        try:
+            assert sa.coordinators is not None and sorted(sa.coordinators.coordinators) == list(range(expected))
+            assert (await sa.broker.partitioned_metadata(assign)).partitions == expected
+        finally:
+            await sa.stop()
