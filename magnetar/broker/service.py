@@ -254,7 +254,8 @@ class BrokerService:
         names = [
             n for n in await self.ledgers.list_names() if n.startswith(prefix) and not is_transaction_internal(n)
         ]
-        found = {str(TopicName.from_managed_ledger_name(n)) for n in names}
+        topics = [TopicName.from_managed_ledger_name(n) for n in names]
+        found = {str(t) for t in topics if not is_coordinator_log(t)}  # storage, not topics (regex consumers)
         found.update(await self._partitions_of_partitioned_topics(ns))
         return sorted(found)
 

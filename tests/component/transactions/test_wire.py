@@ -230,3 +230,9 @@ async def test_coordinators_grow_and_never_shrink(tmp_path: Path) -> None:
             assert (await sa.broker.partitioned_metadata(assign)).partitions == expected
         finally:
             await sa.stop()
+
+
+async def test_the_coordinator_log_is_not_listed(broker: Standalone, client: Client) -> None:
+    topics = await client.get_topics_of_namespace("pulsar/system")
+    assert not [t for t in topics if "__transaction_log_" in t]
+    assert "persistent://pulsar/system/transaction_coordinator_assign-partition-0" in topics
