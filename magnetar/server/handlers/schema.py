@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
+from magnetar.broker.authorization import AuthAction
 from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError
 from magnetar.broker.names import TopicName
 from magnetar.broker.schema import SchemaInfo, StoredSchema, version_bytes
@@ -52,6 +53,7 @@ async def on_get_schema(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: me
     r.request_id = req.request_id
     try:
         topic = TopicName.parse(req.topic)
+        await conn.auth.require_lookup(topic, "GetSchema")
         version = version_of(req.schema_version) if req.HasField("schema_version") else None
         stored = await conn.broker.schemas.get(topic, version)
     except BrokerError as exc:
@@ -69,7 +71,9 @@ async def on_get_or_create_schema(conn: ServerConnection, cmd: proto.pb.BaseComm
     r = reply.getOrCreateSchemaResponse
     r.request_id = req.request_id
     try:
-        version = await conn.broker.schemas.add(TopicName.parse(req.topic), declared(req.schema))
+        topic = TopicName.parse(req.topic)
+        await conn.auth.require(topic, AuthAction.PRODUCE)  # it may register a new version
+        version = await conn.broker.schemas.add(topic, declared(req.schema))
     except BrokerError as exc:
         r.error_code = _code(exc)  # type: ignore[assignment]
         r.error_message = str(exc)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import ssl
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from magnetar import protocol as proto
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.security.pki import CertFiles, Pki
@@ -97,6 +100,23 @@ def token_broker_settings(keys_dir: Path, **more: str) -> dict[str, str]:
         "superUserRoles": "admin",
         **more,
     }
+
+
+def raw_exchange(port: int, tok: str, command: proto.pb.BaseCommand, want: int,
+                 context: ssl.SSLContext | None = None) -> proto.pb.BaseCommand:
+    """CONNECT with a token over a bare socket, send ``command``, return the first reply of type ``want``."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = context.wrap_socket(raw, server_hostname="localhost") if context is not None else raw
+    with sock:
+        sock.sendall(proto.encode_command(proto.commands.connect(auth_method_name="token", auth_data=tok.encode())))
+        sock.sendall(proto.encode_command(command))
+        decoder = proto.FrameDecoder(5 * 1024 * 1024)
+        for _ in range(100):  # bounded: a few frames come back
+            decoder.feed(sock.recv(65536))
+            while (frame := decoder.next_frame()) is not None:
+                if frame.command.type == want:
+                    return frame.command
+    raise AssertionError(f"no reply of type {want}")
 
 
 def bearer(token: str) -> dict[str, str]:

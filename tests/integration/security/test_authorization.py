@@ -15,11 +15,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar import protocol as proto
 from tests.integration.security.conftest import (
     SecureBroker,
     bearer,
     client,
     http,
+    raw_exchange,
     start_broker,
     token_broker_settings,
 )
@@ -141,6 +143,25 @@ def test_topic_permission_covers_that_topic_only(broker: SecureBroker, secret_ke
     assert rest(broker, secret_key, "DELETE", f"/persistent/{NS}/{local}/permissions/one-topic")[0] == 412
     with pytest.raises(pulsar.AuthorizationError):
         as_role("one-topic").create_producer(topic)
+
+
+def test_schemas_need_lookup_or_produce_permission(broker: SecureBroker, secret_key: bytes) -> None:
+    T = proto.pb.BaseCommand
+    topic = _topic()
+    get = T(type=T.GET_SCHEMA)
+    get.getSchema.request_id, get.getSchema.topic = 1, topic
+    create = T(type=T.GET_OR_CREATE_SCHEMA)
+    create.getOrCreateSchema.request_id, create.getOrCreateSchema.topic = 2, topic
+    create.getOrCreateSchema.schema.name, create.getOrCreateSchema.schema.type = "s", proto.pb.Schema.String
+    create.getOrCreateSchema.schema.schema_data = b""
+    stranger = token(secret_key, "stranger")
+    refused = raw_exchange(broker.port, stranger, get, T.GET_SCHEMA_RESPONSE).getSchemaResponse
+    assert (refused.error_code, refused.error_message) == (proto.pb.AuthorizationError,
+                                                           "Client is not authorized to GetSchema")
+    created = raw_exchange(broker.port, stranger, create, T.GET_OR_CREATE_SCHEMA_RESPONSE).getOrCreateSchemaResponse
+    assert created.error_code == proto.pb.AuthorizationError
+    allowed = raw_exchange(broker.port, token(secret_key, "acme-admin"), create, T.GET_OR_CREATE_SCHEMA_RESPONSE)
+    assert not allowed.getOrCreateSchemaResponse.HasField("error_code")
 
 
 def test_tenant_admin_and_super_user_need_no_grants(broker: SecureBroker, as_role) -> None:  # type: ignore[no-untyped-def]

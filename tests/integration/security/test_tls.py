@@ -23,6 +23,7 @@ from tests.integration.security.conftest import (
     bearer,
     client,
     http,
+    raw_exchange,
     start_broker,
 )
 from tests.integration.security.pki import CertFiles, Pki, token
@@ -101,18 +102,8 @@ def test_certificate_from_another_ca_is_refused(broker: SecureBroker, pki: Pki, 
 
 
 def _lookup(port: int, context: ssl.SSLContext | None, tok: str) -> proto.pb.CommandLookupTopicResponse:
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-    sock = context.wrap_socket(raw, server_hostname="localhost") if context is not None else raw
-    with sock:
-        sock.sendall(proto.encode_command(proto.commands.connect(auth_method_name="token", auth_data=tok.encode())))
-        sock.sendall(proto.encode_command(proto.commands.lookup("persistent://public/default/lk", 1)))
-        decoder = proto.FrameDecoder(5 * 1024 * 1024)
-        for _ in range(100):
-            decoder.feed(sock.recv(65536))
-            while (frame := decoder.next_frame()) is not None:
-                if frame.command.type == proto.pb.BaseCommand.LOOKUP_RESPONSE:
-                    return frame.command.lookupTopicResponse
-    raise AssertionError("no LOOKUP_RESPONSE")
+    lookup = proto.commands.lookup("persistent://public/default/lk", 1)
+    return raw_exchange(port, tok, lookup, proto.pb.BaseCommand.LOOKUP_RESPONSE, context).lookupTopicResponse
 
 
 def test_lookup_answers_the_tls_url(broker: SecureBroker, pki: Pki, secret_key: bytes) -> None:
