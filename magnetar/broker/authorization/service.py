@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from magnetar.broker.authorization.policies import AuthAction, AuthPolicies
-from magnetar.broker.errors import AuthorizationError, MetadataError
+from magnetar.broker.errors import AuthorizationError, InvalidRequest, MetadataError
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.metadata import api as md
 
@@ -39,7 +39,11 @@ class AuthorizationService:
             raise MetadataError(str(exc)) from exc
         if record is None or not record.value:
             return {}
-        value = json.loads(record.value)
+        try:
+            value = json.loads(record.value)
+        except ValueError:
+            log.warning("unreadable policies at %s: refusing non-super-user roles there", key)
+            return {}
         return value if isinstance(value, dict) else {}
 
     def is_super_user(self, role: str | None) -> bool:
@@ -57,7 +61,7 @@ class AuthorizationService:
         stored = (await self._json(f"{TENANTS}/{ns.tenant}/{ns.namespace}")).get("auth_policies")
         try:
             return AuthPolicies.from_json(stored)
-        except Exception:
+        except InvalidRequest:
             log.warning("namespace %s has unreadable auth_policies: refusing non-admin roles", ns)
             return AuthPolicies()
 
