@@ -172,6 +172,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "transactionBufferClientOperationTimeoutInMills": (
         "broker", "transaction_buffer_client_operation_timeout_ms", _positive, 1,
     ),
+    "transactionBufferSnapshotMinTimeInMillis": ("broker", "transaction_buffer_snapshot_min_time_ms", _int, 1),
     **{
         f"{prefix}{suffix}": (section, name, parse, 1)
         for prefix, section in (

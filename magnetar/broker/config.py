@@ -62,6 +62,7 @@ class BrokerConfig:
     transaction_timeout_max_millis: int = 0  # transactionTimeoutMaxMillis: a longer txn_ttl is cut to this; 0 = none
     max_active_transactions_per_coordinator: int = 0  # maxActiveTransactionsPerCoordinator: 0 = no limit
     transaction_buffer_client_operation_timeout_ms: int = 3_000  # transactionBufferClientOperationTimeoutInMills
+    transaction_buffer_snapshot_min_time_ms: int = 5_000  # transactionBufferSnapshotMinTimeInMillis
     # PIP-160: batched writes of the coordinator log and the pending-ack logs (broker/transactions/batching.py)
     transaction_log_batching: BatchingConfig = field(default_factory=BatchingConfig)
     pending_ack_batching: BatchingConfig = field(default_factory=BatchingConfig)

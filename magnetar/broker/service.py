@@ -335,6 +335,7 @@ class BrokerService:
                 snapshots=self._txn_snapshots,
                 ledger_config=self.config.managed_ledger,
                 new_writer=functools.partial(self.txn_log_batching.new_writer, LogFamily.PENDING_ACK),
+                snapshot_min_interval_ms=self.config.transaction_buffer_snapshot_min_time_ms,
             ),
         )
         await loaded.start()
