@@ -3,8 +3,8 @@
 Pass 1 reads what a compacted reader from the start sees (the current compacted view, then the topic up to
 a cut-off, the horizon) and keeps, per key, the position and batch index of its latest message; a tombstone
 removes the key, keyless messages, markers and aborted transactional messages count for nothing. Pass 2
-reads the same range again and writes every entry that holds a latest message to a new compacted ledger (a
-batch keeps only its still-latest indexes). The switch then writes the new ledger, its entry count and the
+reads again only the entries that hold a latest message and writes them to a new compacted ledger (a batch
+keeps only its still-latest indexes). The switch then writes the new ledger, its entry count and the
 horizon into the ``__compaction`` cursor in one metadata write, moves the cursor's mark-delete to the
 horizon (retention may now trim what the view covers), and deletes the replaced ledger.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from magnetar import protocol as proto
@@ -25,13 +26,14 @@ from magnetar.broker.compaction.entries import compact_entry, encode_compacted, 
 from magnetar.broker.compaction.state import (
     NONE,
     PENDING_PROPERTY,
+    READ_RUN_ENTRIES_MAX,
     RUNNING_PROPERTY,
     CompactedView,
     switch_properties,
 )
 from magnetar.broker.compaction.view import CompactedTopic, delete_compacted_ledger
 from magnetar.clock import Clock
-from magnetar.ledger.api import Cursor, Position
+from magnetar.ledger.api import Cursor, ManagedLedgerError, Position
 from magnetar.storage.api import StorageError
 
 log = logging.getLogger("magnetar.broker.compaction")
@@ -68,10 +70,10 @@ async def compact(topic: CompactedTopic, clock: Clock) -> CompactionResult:
     horizon = topic.txn.max_read_position(topic.ledger.last_confirmed)
     try:
         latest, read = await _pass_one(topic, horizon)
-        keep: dict[Position, set[int]] = {}
-        for position, batch_index in latest.values():
-            keep.setdefault(position, set()).add(batch_index)
-        new = await _pass_two(topic, cursor, horizon, keep)
+        keep: dict[Source, set[int]] = {}
+        for source, batch_index in latest.values():
+            keep.setdefault(source, set()).add(batch_index)
+        new = await _pass_two(topic, cursor, old, horizon, keep)
     except Exception:
         await cursor.set_properties({RUNNING_PROPERTY: 0})  # failed, not interrupted: no automatic re-run
         raise
@@ -82,8 +84,13 @@ async def compact(topic: CompactedTopic, clock: Clock) -> CompactionResult:
     return CompactionResult(new, read, len(latest), duration_ms)
 
 
-async def _pass_one(topic: CompactedTopic, horizon: Position) -> tuple[dict[str, tuple[Position, int]], int]:
-    latest: dict[str, tuple[Position, int]] = {}
+#: where pass 2 finds an entry holding a latest message: its position, and its index in the old compacted
+#: ledger (-1: read it from the topic)
+Source = tuple[Position, int]
+
+
+async def _pass_one(topic: CompactedTopic, horizon: Position) -> tuple[dict[str, tuple[Source, int]], int]:
+    latest: dict[str, tuple[Source, int]] = {}
     read = 0
     log.info("%s: compaction pass 1 up to %s", topic.name, horizon)
     async for entry in topic.stream(horizon):
@@ -95,13 +102,15 @@ async def _pass_one(topic: CompactedTopic, horizon: Position) -> tuple[dict[str,
             if m.null_value:
                 latest.pop(m.key, None)
             else:
-                latest[m.key] = (entry.position, m.batch_index)
+                latest[m.key] = ((entry.position, entry.index), m.batch_index)
     return latest, read
 
 
 async def _pass_two(
-    topic: CompactedTopic, cursor: Cursor, horizon: Position, keep: dict[Position, set[int]]
+    topic: CompactedTopic, cursor: Cursor, old: CompactedView | None, horizon: Position, keep: dict[Source, set[int]]
 ) -> CompactedView:
+    """Reads only the entries that hold a latest message, in position order (runs of the old compacted
+    ledger in one read each), and appends their compacted form with many appends in flight."""
     info = await topic.store.create_ledger(compacted_ledger_metadata(topic.ledger.name))
     ledger_id = info.ledger_id
     await cursor.set_properties({PENDING_PROPERTY: ledger_id})
@@ -109,23 +118,40 @@ async def _pass_two(
     written = 0
     pending: list[bytes] = []
     try:
-        async for entry in topic.stream(horizon):
-            indexes = keep.get(entry.position)
-            if indexes is None:
-                continue
-            meta = proto.parse_entry_metadata(entry.data)
-            data = compact_entry(entry.data, meta, indexes, topic.max_message_size)
+        async for position, data, indexes in _needed(topic, old, keep):
+            meta = proto.parse_entry_metadata(data)
+            compacted = compact_entry(data, meta, indexes, topic.max_message_size)
             words = retained_words(indexes, max(meta.num_messages_in_batch, 1)) if is_batch(meta) else []
-            pending.append(encode_compacted(entry.position, words, data))
+            pending.append(encode_compacted(position, words, compacted))
             if len(pending) >= APPENDS_IN_FLIGHT_MAX:
                 written = await _append_all(topic, ledger_id, pending, written)
                 pending = []
         written = await _append_all(topic, ledger_id, pending, written)
         await topic.store.seal(ledger_id)
-    except (StorageError, proto.ProtocolError, CompactionError) as exc:
+    except (StorageError, ManagedLedgerError, proto.ProtocolError, CompactionError) as exc:
         await _abandon(topic, cursor, ledger_id)
         raise CompactionError(f"pass 2 failed: {exc}") from exc
     return CompactedView(ledger_id, written, horizon)
+
+
+async def _needed(
+    topic: CompactedTopic, old: CompactedView | None, keep: dict[Source, set[int]]
+) -> AsyncIterator[tuple[Position, bytes, set[int]]]:
+    sources = sorted(keep)
+    i = 0
+    while i < len(sources):  # each pass consumes at least one source
+        position, index = sources[i]
+        if index < 0 or old is None:
+            yield position, (await topic.ledger.read_entry(position)).data, keep[sources[i]]
+            i += 1
+            continue
+        run = 1  # a run of consecutive compacted-ledger indexes: one read
+        while (i + run < len(sources) and run < READ_RUN_ENTRIES_MAX
+               and sources[i + run][1] == index + run):
+            run += 1
+        for entry in await topic.read(old, index, index + run - 1):
+            yield entry.position, entry.data, keep[(entry.position, entry.index)]
+        i += run
 
 
 async def _append_all(topic: CompactedTopic, ledger_id: int, datas: list[bytes], written: int) -> int:

@@ -127,9 +127,10 @@ class CompactedEntry:
     position: Position
     words: list[int]  # retained batch indexes ([] = all)
     data: bytes  # the stored entry as dispatch sends it
+    index: int = -1  # its index in the compacted ledger it was read from; -1 for a topic entry
 
 
-def decode_compacted(raw: bytes) -> CompactedEntry:
+def decode_compacted(raw: bytes, index: int = -1) -> CompactedEntry:
     if len(raw) < _HEADER.size:
         raise CompactedEntryError("compacted entry shorter than its header")
     ledger_id, entry_id, nwords = _HEADER.unpack_from(raw)
@@ -137,7 +138,7 @@ def decode_compacted(raw: bytes) -> CompactedEntry:
     if nwords > WORDS_MAX or start > len(raw):
         raise CompactedEntryError(f"compacted entry claims {nwords} ack-set words")
     words = [_WORD.unpack_from(raw, _HEADER.size + i * _WORD.size)[0] for i in range(nwords)]
-    return CompactedEntry(Position(ledger_id, entry_id), words, raw[start:])
+    return CompactedEntry(Position(ledger_id, entry_id), words, raw[start:], index)
 
 
 def highest_retained(words: list[int], count: int) -> int:

@@ -156,7 +156,8 @@ class CompactedTopic:
 
     async def read(self, view: CompactedView, first: int, last: int) -> list[CompactedEntry]:
         try:
-            return [decode_compacted(raw) for raw in await self.store.read(view.ledger_id, first, last)]
+            raws = await self.store.read(view.ledger_id, first, last)
+            return [decode_compacted(raw, first + i) for i, raw in enumerate(raws)]
         except CompactedEntryError as exc:
             raise CompactedEntryError(f"{self.name}: compacted ledger {view.ledger_id}: {exc}") from exc
 
