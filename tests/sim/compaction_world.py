@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from magnetar import protocol as proto
 from magnetar.broker.compaction import CompactedTopic
 from magnetar.broker.compaction.compactor import compact
-from magnetar.broker.compaction.entries import CompactedEntry, messages_of
+from magnetar.broker.compaction.entries import messages_of
 from magnetar.clock import ManualClock
 from magnetar.ledger.api import ManagedLedgerConfig, ManagedLedgerError, Position
 from magnetar.ledger.factory import LedgerFactory
