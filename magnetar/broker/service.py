@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker.compaction import CompactedTopic, CompactionService
+from magnetar.broker.compaction.txn import BufferFilter
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
@@ -345,7 +346,8 @@ class BrokerService:
             await loaded.close()
             raise
         if self.compaction is not None:
-            loaded.compacted = await self.compaction.attach(str(topic), ledger)
+            txn = BufferFilter(loaded.txn.buffer) if loaded.txn is not None else None
+            loaded.compacted = await self.compaction.attach(str(topic), ledger, txn)
         log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),
                  len(loaded.subscriptions))
         return loaded

@@ -61,9 +61,10 @@ class CompactionService:
 
     # ---- topics --------------------------------------------------------------------------------------
 
-    async def attach(self, name: str, ledger: ManagedLedger) -> CompactedTopic:
+    async def attach(self, name: str, ledger: ManagedLedger, txn: TxnFilter | None = None) -> CompactedTopic:
+        """``txn``: the topic's transaction filter (aborted entries, open transactions), if it has one."""
         topic = CompactedTopic(name, ledger, self.store, max_message_size=self._max_message_size,
-                               txn=self.txn_filter)
+                               txn=txn or self.txn_filter)
         await topic.recover()
         if topic.needs_rerun:
             self.trigger(topic)

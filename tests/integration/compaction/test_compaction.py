@@ -13,6 +13,7 @@ import urllib.request
 import pulsar
 import pytest
 
+from magnetar.client import Client
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.compaction.helpers import (
@@ -194,3 +195,20 @@ def test_admin_cli_compact_and_status(broker: BrokerProcess, client: pulsar.Clie
     assert _admin(broker, "namespaces", "set-compaction-threshold", "public/default", "-t", "10M").returncode == 0
     assert json.loads(_admin(broker, "namespaces", "get-compaction-threshold", "public/default").stdout) == 10 << 20
     assert _admin(broker, "namespaces", "remove-compaction-threshold", "public/default").returncode == 0
+
+
+async def test_aborted_transactions_never_reach_the_view(broker: BrokerProcess, client: pulsar.Client) -> None:
+    topic = _topic("transactions")
+    async with Client(broker.url, operation_timeout_ms=10_000) as mclient:
+        producer = await mclient.create_producer(topic)
+        await producer.send(b"a1", key="a")
+        aborted = await mclient.new_transaction()
+        await producer.send(b"a-aborted", key="a", txn=aborted)
+        await producer.send(b"", key="gone-if-aborted", txn=aborted)
+        committed = await mclient.new_transaction()
+        await producer.send(b"b-committed", key="b", txn=committed)
+        await aborted.abort()
+        await committed.commit()
+        await producer.close()
+    compact(broker, topic)
+    assert key_values(read_all(_compacted_reader(client, topic))) == [("a", b"a1"), ("b", b"b-committed")]
