@@ -42,6 +42,7 @@ TOPIC_GAUGES = {
     "pulsar_storage_backlog_size": "Bytes of the backlog (not measured: 0)",
     "pulsar_msg_backlog": "Entries not yet acknowledged, summed over subscriptions",
     "pulsar_storage_logical_size": "Bytes stored for the topic, before replication",
+    "pulsar_storage_offloaded_size": "Bytes of the topic in the offload store (tiered storage)",
 }
 TOPIC_COUNTERS = {
     "pulsar_in_messages": "Messages published to the topic",
@@ -131,6 +132,7 @@ class BrokerCollector(Collector):
             "pulsar_storage_backlog_size": 0,
             "pulsar_msg_backlog": sum(s.backlog() for s in subs),
             "pulsar_storage_logical_size": stored,
+            "pulsar_storage_offloaded_size": sum(x.size_bytes for x in topic.ledger.ledgers() if x.offloaded),
         }
         for name, value in values.items():
             g[name].add_metric(labels, value)

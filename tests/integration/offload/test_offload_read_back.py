@@ -6,6 +6,7 @@ deletion lag keeping the local copy."""
 from __future__ import annotations
 
 import re
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +92,10 @@ def test_admin_offload_then_consume_read_and_seek_by_time(tiered: BrokerProcess)
         assert context["driverMetadata"]["name"] == tiered.driver  # type: ignore[attr-defined]
     stats = call(tiered.web_url, "GET", f"/admin/v2/persistent/public/default/{local}/stats")[1]
     assert stats["offloadedStorageSize"] == sum(x["size"] for x in ledgers[:4]) > 0
+    with urllib.request.urlopen(f"{tiered.web_url}/metrics", timeout=15) as response:
+        metrics = response.read().decode()
+    offloaded = f'pulsar_storage_offloaded_size{{cluster="standalone",namespace="public/default",topic="{topic}"}}'
+    assert f"{offloaded} {float(stats['offloadedStorageSize'])}" in metrics, metrics[-2000:]
     status, body = call(tiered.web_url, "GET", f"/admin/v2/persistent/public/default/{local}/offload")
     assert status == 200 and body["status"] == "SUCCESS"
     assert body["firstUnoffloadedMessage"]["ledgerId"] == ledgers[4]["ledgerId"]
