@@ -150,6 +150,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "defaultRetentionTimeInMinutes": ("broker", "default_retention_time_minutes", _int, 1),
     "defaultRetentionSizeInMB": ("broker", "default_retention_size_mb", _int, 1),
     "ttlDurationDefaultInSeconds": ("broker", "ttl_duration_default_seconds", _int, 1),
+    "exposeTopicLevelMetricsInPrometheus": ("broker", "expose_topic_level_metrics", _bool, 1),
     "backlogQuotaCheckIntervalInSeconds": ("broker", "backlog_quota_check_interval_seconds", _int, 1),
     "retentionCheckIntervalInSeconds": ("broker", "retention_check_interval_seconds", _int, 1),
     "replicationProducerQueueSize": ("broker", "replication_producer_queue_size", _int, 1),

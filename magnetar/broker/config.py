@@ -53,6 +53,7 @@ class BrokerConfig:
     default_retention_time_minutes: int = 0  # defaultRetentionTimeInMinutes: -1 forever, 0 none
     default_retention_size_mb: int = 0  # defaultRetentionSizeInMB: -1 unlimited, 0 none
     ttl_duration_default_seconds: int = 0  # ttlDurationDefaultInSeconds: 0 = messages never expire
+    expose_topic_level_metrics: bool = True  # exposeTopicLevelMetricsInPrometheus: false = per namespace only
     backlog_quota_check_interval_seconds: int = 60  # backlogQuotaCheckIntervalInSeconds
     retention_check_interval_seconds: int = 120  # retentionCheckIntervalInSeconds: trim and expire this often
     # transactions (broker/transactions/): the coordinator(s) and their timeouts

@@ -59,12 +59,16 @@ class Consumer:
     msg_out_counter: int = 0
     bytes_out_counter: int = 0
     closed: bool = False
+    last_consumed_ms: int = 0  # stats: when a message last went out, and when the consumer last acked
+    last_acked_ms: int = 0
 
     def add_permits(self, n: int) -> None:
         self.permits = min(self.permits + max(n, 0), self.max_permits)
 
-    def deliver(self, deliveries: list[Delivery]) -> None:
+    def deliver(self, deliveries: list[Delivery], now_ms: int = 0) -> None:
         """Encode and queue MESSAGE frames; the caller awaits ``endpoint.drain()``."""
+        if deliveries and now_ms:
+            self.last_consumed_ms = now_ms
         for d in deliveries:
             cmd = proto.commands.message(
                 self.consumer_id,

@@ -288,7 +288,7 @@ class SingleActiveDispatcher(Dispatcher):
                 return True
             deliveries = [self._delivery(p) for p in self._prepare(entries)]
             if deliveries:
-                active.deliver(deliveries)
+                active.deliver(deliveries, self._clock.now_ms())
         return True
 
 

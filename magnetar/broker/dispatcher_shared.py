@@ -184,7 +184,7 @@ class SharedDispatcher(Dispatcher):
         return await self._drain(targets)
 
     def _send(self, consumer: Consumer, p: Prepared, targets: dict[int, Consumer]) -> None:
-        consumer.deliver([self._delivery(p)])
+        consumer.deliver([self._delivery(p)], self._clock.now_ms())
         targets.setdefault(id(consumer), consumer)
 
     @staticmethod

@@ -20,6 +20,7 @@ from typing import Any
 from magnetar.broker.compaction import CompactedTopic, CompactionService
 from magnetar.broker.compaction.txn import BufferFilter
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.connections import ConnectionCounts
 from magnetar.broker.deletion.service import LedgerDeletionService
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
@@ -90,6 +91,7 @@ class BrokerService:
         self._producer_counter = 0
         self.started_ms = self.clock.now_ms()
         self.closing = False
+        self.connections = ConnectionCounts()  # counted by the server, read by /metrics
         self.policies = PolicyService(self)  # topic policies, effective dedup, backlog quotas
         self.non_persistent = NonPersistentTopics()  # non-persistent:// topics, in memory only
         self.schemas = SchemaRegistry(metadata, config, self.clock)  # schema versions and their policies

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from dataclasses import dataclass
+from collections import deque
 from typing import Any
 
 from magnetar.broker.compaction import stats_json
 from magnetar.broker.compaction.view import CompactionRecord
 from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.policies.quota import backlog_bytes
 from magnetar.broker.producer import Producer
 from magnetar.broker.replication.stats import replication_stats, sum_replication
 from magnetar.broker.subscription import Subscription
@@ -24,41 +25,41 @@ from magnetar.broker.transactions.txn_stats import topic_counts
 from magnetar.clock import Clock
 from magnetar.ledger.api import LedgerSummary, Position
 
-RATE_WINDOW_MS = 1_000  # a rate is re-measured when its last sample is at least this old
+RATE_WINDOW_MS = 10_000  # a rate covers the last 10 s, whoever asks and however often
+RATE_SAMPLE_MS = 1_000  # one remembered sample per key per second, at most
+RATE_SAMPLES_MAX = RATE_WINDOW_MS // RATE_SAMPLE_MS + 2
 RATE_KEYS_MAX = 100_000
 RATE_KEY_IDLE_MS = 10 * 60 * 1000
 
 
-@dataclass(slots=True)
-class _Sample:
-    at_ms: int
-    value: float
-    rate: float
-
-
 class RateTracker:
-    """Per-second rates of monotonically growing counters, measured between successive reads."""
+    """Per-second rates of monotonically growing counters over a fixed window: the counter's growth since the
+    newest sample at least ``RATE_WINDOW_MS`` old (or the oldest kept), so readers never reset each other's
+    measurement. Samples are taken when a rate is read, at most one per key per ``RATE_SAMPLE_MS``."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._samples: dict[str, _Sample] = {}
+        self._samples: dict[str, deque[tuple[int, float]]] = {}
 
     def rate(self, key: str, counter: float) -> float:
         now = self.clock.now_ms()
-        sample = self._samples.get(key)
-        if sample is None:
+        samples = self._samples.get(key)
+        if samples is None:
             if len(self._samples) >= RATE_KEYS_MAX:
                 self._forget_idle(now)
-            self._samples[key] = _Sample(now, counter, 0.0)
+            self._samples[key] = deque([(now, counter)], maxlen=RATE_SAMPLES_MAX)
             return 0.0
-        elapsed = now - sample.at_ms
-        if elapsed >= RATE_WINDOW_MS or counter < sample.value:
-            sample.rate = max(counter - sample.value, 0.0) * 1000.0 / max(elapsed, 1)
-            sample.at_ms, sample.value = now, counter
-        return sample.rate
+        if counter < samples[-1][1]:  # the counter restarted (topic reloaded): measure afresh
+            samples.clear()
+        if not samples or now - samples[-1][0] >= RATE_SAMPLE_MS:
+            samples.append((now, counter))
+        while len(samples) > 1 and now - samples[1][0] >= RATE_WINDOW_MS:
+            samples.popleft()  # keep exactly one sample older than the window: the baseline
+        at_ms, value = samples[0]
+        return max(counter - value, 0.0) * 1000.0 / (now - at_ms) if now > at_ms else 0.0
 
     def _forget_idle(self, now: int) -> None:
-        for key in [k for k, s in self._samples.items() if now - s.at_ms > RATE_KEY_IDLE_MS]:
+        for key in [k for k, s in self._samples.items() if not s or now - s[-1][0] > RATE_KEY_IDLE_MS]:
             del self._samples[key]
         while len(self._samples) >= RATE_KEYS_MAX:  # still full: drop the oldest
             del self._samples[next(iter(self._samples))]
@@ -108,8 +109,8 @@ def consumer_stats(c: Consumer, rates: RateTracker, topic: str) -> dict[str, Any
         "address": c.endpoint.remote_address,
         "connectedSince": _iso(c.created_ms),
         "clientVersion": c.endpoint.client_version,
-        "lastAckedTimestamp": 0,
-        "lastConsumedTimestamp": 0,
+        "lastAckedTimestamp": c.last_acked_ms,
+        "lastConsumedTimestamp": c.last_consumed_ms,
         "lastConsumedFlowTimestamp": 0,
         "keyHashRanges": [],
         "metadata": dict(c.metadata),
@@ -127,10 +128,10 @@ def subscription_stats(sub: Subscription, rates: RateTracker, topic: str) -> dic
         "bytesOutCounter": sub.bytes_out_counter + sum(c["bytesOutCounter"] for c in consumers),
         "msgOutCounter": sub.msg_out_counter + sum(c["msgOutCounter"] for c in consumers),
         "msgRateRedeliver": 0.0,
-        "messageAckRate": 0.0,
+        "messageAckRate": rates.rate(f"{topic}|s|{sub.name}|ack", sub.acked_counter),
         "chunkedMessageRate": 0,
         "msgBacklog": backlog,
-        "backlogSize": 0,
+        "backlogSize": backlog_bytes(backlog, sub.ledger.number_of_entries(), sub.ledger.total_size_bytes()),
         "earliestMsgPublishTimeInBacklog": 0,
         "msgBacklogNoDelayed": backlog,
         "blockedSubscriptionOnUnackedMsgs": False,
@@ -142,9 +143,9 @@ def subscription_stats(sub: Subscription, rates: RateTracker, topic: str) -> dic
         "totalMsgExpired": 0,
         "lastExpireTimestamp": 0,
         "lastConsumedFlowTimestamp": 0,
-        "lastConsumedTimestamp": 0,
-        "lastAckedTimestamp": 0,
-        "lastMarkDeleteAdvancedTimestamp": 0,
+        "lastConsumedTimestamp": max((c["lastConsumedTimestamp"] for c in consumers), default=0),
+        "lastAckedTimestamp": sub.last_acked_ms,
+        "lastMarkDeleteAdvancedTimestamp": sub.last_mark_delete_advanced_ms,
         "consumers": consumers,
         "isDurable": sub.durable,
         "isReplicated": sub.replicated,
@@ -192,7 +193,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "averageMsgSize": byte_rate_in / msg_rate_in if msg_rate_in > 0 else 0.0,
         "msgChunkPublished": False,
         "storageSize": topic.ledger.total_size_bytes(),
-        "backlogSize": 0,
+        "backlogSize": max((s["backlogSize"] for n, s in subs.items() if topic.subscriptions[n].durable), default=0),
         "publishRateLimitedTimes": 0,
         "earliestMsgPublishTimeInBacklogs": 0,
         **offload_stats(topic.ledger.ledgers()),
@@ -257,6 +258,7 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
     cursors = {}
     for name, sub in topic.subscriptions.items():
         cursors[name] = cursor_stats(sub)
+        cursors[name]["messagesConsumedCounter"] = sub.acked_counter
     for name, cursor in ledger.cursors.items():  # system cursors (deduplication, replication): no subscription
         if name not in cursors:
             cursors[name] = _cursor_json(cursor.mark_delete_position, cursor.read_position,

@@ -54,6 +54,9 @@ class Subscription:
         self._closing: set[asyncio.Task[None]] = set()  # dispatchers replaced by a type change
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
+        self.acked_counter = 0  # message ids acknowledged (stats: messagesConsumedCounter, ack rates)
+        self.last_acked_ms = 0
+        self.last_mark_delete_advanced_ms = 0
 
     @property
     def consumers(self) -> list[Consumer]:
@@ -110,6 +113,15 @@ class Subscription:
             self.dispatcher.wake()
 
     def acknowledge(self, consumer: Consumer, ack_type: int, ids: Sequence[proto.pb.MessageIdData]) -> None:
+        before = self.cursor.mark_delete_position
+        self._acknowledge(consumer, ack_type, ids)
+        now = self.clock.now_ms()
+        consumer.last_acked_ms = self.last_acked_ms = now
+        self.acked_counter += len(ids)
+        if self.cursor.mark_delete_position != before:
+            self.last_mark_delete_advanced_ms = now
+
+    def _acknowledge(self, consumer: Consumer, ack_type: int, ids: Sequence[proto.pb.MessageIdData]) -> None:
         if ack_type == ACK_CUMULATIVE:
             if not ids:
                 return

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from prometheus_client import ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from magnetar.broker.compaction import metric_values
 from magnetar.broker.compaction.service import METRICS as COMPACTION_METRICS
+from magnetar.broker.policies.service import topic_backlog_bytes
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
+from magnetar.server.metrics_broker import ConnectionAndLedgerCollector, NamespaceLevel
 from magnetar.server.metrics_deletion import DeletionCollector
 from magnetar.server.metrics_txn import CoordinatorCollector
 from magnetar.server.metrics_txn_log import BufferedWriterCollector
@@ -39,7 +42,9 @@ TOPIC_GAUGES = {
     "pulsar_throughput_in": "Bytes per second published to the topic",
     "pulsar_throughput_out": "Bytes per second delivered from the topic",
     "pulsar_storage_size": "Bytes stored for the topic",
-    "pulsar_storage_backlog_size": "Bytes of the backlog (not measured: 0)",
+    "pulsar_storage_backlog_size": "Bytes of the slowest durable subscription's backlog (estimated)",
+    "pulsar_storage_write_rate": "Entries (message batches) written per second",
+    "pulsar_storage_read_rate": "Messages read from storage and dispatched per second",
     "pulsar_msg_backlog": "Entries not yet acknowledged, summed over subscriptions",
     "pulsar_storage_logical_size": "Bytes stored for the topic, before replication",
     "pulsar_storage_offloaded_size": "Bytes of the topic in the offload store (tiered storage)",
@@ -61,6 +66,7 @@ SUB_GAUGES = {
     "pulsar_subscription_msg_throughput_out": "Bytes per second delivered",
     "pulsar_subscription_msg_rate_redeliver": "Messages per second redelivered",
     "pulsar_subscription_consumers_count": "Consumers of the subscription",
+    "pulsar_subscription_msg_ack_rate": "Message ids acknowledged per second",
 }
 
 
@@ -129,7 +135,9 @@ class BrokerCollector(Collector):
             "pulsar_throughput_in": self._rates.rate(key + "|in|bytes", topic.bytes_in_counter),
             "pulsar_throughput_out": self._rates.rate(key + "|out|bytes", out_bytes),
             "pulsar_storage_size": stored,
-            "pulsar_storage_backlog_size": 0,
+            "pulsar_storage_backlog_size": topic_backlog_bytes(topic),
+            "pulsar_storage_write_rate": self._rates.rate(key + "|written", topic.ledger.entries_added),
+            "pulsar_storage_read_rate": self._rates.rate(key + "|out", out_msgs),
             "pulsar_msg_backlog": sum(s.backlog() for s in subs),
             "pulsar_storage_logical_size": stored,
             "pulsar_storage_offloaded_size": sum(x.size_bytes for x in topic.ledger.ledgers() if x.offloaded),
@@ -188,6 +196,7 @@ class BrokerCollector(Collector):
             "pulsar_subscription_msg_throughput_out": self._rates.rate(key + "|out|bytes", bytes_out),
             "pulsar_subscription_msg_rate_redeliver": 0.0,
             "pulsar_subscription_consumers_count": len(consumers),
+            "pulsar_subscription_msg_ack_rate": self._rates.rate(key + "|ack", sub.acked_counter),
         }
         for name, value in values.items():
             sg[name].add_metric(labels, value)
@@ -201,7 +210,10 @@ class BrokerCollector(Collector):
 
 def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(broker, rates))
+    topics = BrokerCollector(broker, rates)
+    registry.register(topics if broker.config.expose_topic_level_metrics else NamespaceLevel(topics))
+    registry.register(ProcessCollector(registry=None))
+    registry.register(ConnectionAndLedgerCollector(broker, rates))
     registry.register(BufferedWriterCollector(broker.txn_log_batching, broker.config.cluster_name))
     registry.register(CoordinatorCollector(broker))
     registry.register(TxnTopicCollector(broker))

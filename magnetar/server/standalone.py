@@ -143,6 +143,7 @@ class Standalone:
             peer = writer.get_extra_info("peername")
             address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
             if not limiter.admit(address):
+                self.broker.connections.refused += 1
                 writer.close()
                 return
             try:
@@ -281,12 +282,14 @@ class Standalone:
                      handlers: dict[int, Handler]) -> None:
         conn = ServerConnection(reader, writer, self.broker, handlers, self.clock, self.security)
         self._connections.add(conn)
+        self.broker.connections.created += 1
         task = asyncio.current_task()
         if task is not None:
             self._connection_tasks.add(task)
         try:
             await conn.run()
         finally:
+            self.broker.connections.closed += 1
             self._connections.discard(conn)
             if task is not None:
                 self._connection_tasks.discard(task)

@@ -18,14 +18,42 @@ class ManualClock:
         return self.ms
 
 
-def test_rate_is_measured_between_samples() -> None:
+def test_rate_is_measured_over_a_fixed_window() -> None:
     clock = ManualClock()
     rates = RateTracker(clock)  # type: ignore[arg-type]
     assert rates.rate("t", 0) == 0.0
     clock.ms += 2_000
     assert rates.rate("t", 100) == 50.0
-    clock.ms += 10  # too soon to re-measure: the last rate stands
-    assert rates.rate("t", 1_000) == 50.0
+    clock.ms += 10  # a read between samples still measures from the window's start
+    assert rates.rate("t", 1_000) == pytest.approx(1_000 * 1000 / 2_010)
+    for _ in range(20):  # steady 10 msg/s for 20 s: the rate is the last 10 s's
+        clock.ms += 1_000
+        counter = 1_000 + 10 * (_ + 1)
+        rates.rate("t", counter)
+    assert rates.rate("t", counter) == pytest.approx(10.0, rel=0.11)
+
+
+def test_two_readers_do_not_interfere() -> None:
+    """One reader polling every 100 ms and one reading once in a while see the same rate."""
+    clock = ManualClock()
+    busy, quiet = RateTracker(clock), RateTracker(clock)  # type: ignore[arg-type]
+    counter = 0
+    seen_busy = seen_quiet = 0.0
+    for step in range(150):  # 15 s at 100 ms, 50 messages per second
+        clock.ms += 100
+        counter += 5
+        seen_busy = busy.rate("t", counter)
+        if step % 37 == 0:
+            seen_quiet = quiet.rate("t", counter)
+    seen_quiet = quiet.rate("t", counter)
+    assert seen_busy == pytest.approx(50.0, rel=0.05)
+    assert seen_quiet == pytest.approx(50.0, rel=0.05)
+    shared = RateTracker(clock)  # type: ignore[arg-type]
+    for _ in range(110):  # both readers on one tracker: reads do not reset the measurement
+        clock.ms += 100
+        counter += 5
+        first, second = shared.rate("t", counter), shared.rate("t", counter)
+    assert first == second == pytest.approx(50.0, rel=0.05)
 
 
 def test_cli_values_like_pulsar_admin() -> None:
