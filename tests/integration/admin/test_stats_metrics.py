@@ -6,8 +6,8 @@ Grafana dashboard that only uses metrics the broker serves."""
 from __future__ import annotations
 
 import json
-import time
 import re
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -35,9 +35,9 @@ def scrape(broker: BrokerProcess) -> str:
 
 def value(text: str, name: str, **labels: str) -> float:
     for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            if all(f'{k}="{v}"' in line for k, v in labels.items()):
-                return float(line.rsplit(" ", 1)[1])
+        named = line.startswith((name + "{", name + " "))
+        if named and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"{name} {labels} not served")
 
 
