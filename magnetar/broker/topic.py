@@ -294,6 +294,8 @@ class PersistentTopic:
         self.entry_size_bytes.record(size_bytes)
         self.msg_in_counter += num_messages
         self.bytes_in_counter += size_bytes
+        if self.txn is not None:
+            self.txn.buffer.note_appended()  # bounds what a recovery after a crash replays
         self.wake_subscriptions()
         if not result.done():
             result.set_result(position)

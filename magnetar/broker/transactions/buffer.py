@@ -38,6 +38,7 @@ from magnetar.metadata.api import MetadataError
 
 log = logging.getLogger("magnetar.broker.transactions.buffer")
 
+SNAPSHOT_EVERY_ENTRIES = 10_000  # appended entries between snapshots: what a replay after a crash reads, at most
 RECENTLY_COMMITTED_MAX = 10_000  # committed txn ids remembered to refuse a late SEND (aborted ones stay indexed)
 REPLAY_BATCH_ENTRIES = 256
 
@@ -102,6 +103,7 @@ class TransactionBuffer:
         self.aborted_total = 0
         self.txn_entries_total = 0
         self.recovered_entries = 0
+        self._appended_since_snapshot = 0
 
     # ---- isolation -------------------------------------------------------------------------------------
 
@@ -240,11 +242,18 @@ class TransactionBuffer:
 
     async def take_snapshot(self) -> None:
         self.prune_trimmed()
+        self._appended_since_snapshot = 0
         try:
             await self._snapshots.save(self.topic, self.snapshot())
             self.last_snapshot_ms = self._clock.now_ms()
         except MetadataError as exc:
             log.warning("%s: transaction-buffer snapshot not written: %s", self.topic, exc)
+
+    def note_appended(self) -> None:
+        """An entry was stored; after many, a snapshot moves the point a recovery replays from."""
+        self._appended_since_snapshot += 1
+        if self._appended_since_snapshot >= SNAPSHOT_EVERY_ENTRIES:
+            self._snapshot_soon()
 
     def _snapshot_soon(self) -> None:
         if self._snapshot_task is not None or self.state is not BufferState.READY:

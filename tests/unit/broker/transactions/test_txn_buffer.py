@@ -4,6 +4,7 @@ the aborted index, snapshots and recovery."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -44,9 +45,9 @@ class World:
     def changed(self) -> None:
         self.changes += 1
 
-    def buffer(self) -> TransactionBuffer:
+    def buffer(self, **options: Any) -> TransactionBuffer:
         return TransactionBuffer("persistent://public/default/t", self.ledger, ManualClock(), self.append,
-                                 self.snapshots, on_change=self.changed)
+                                 self.snapshots, on_change=self.changed, **options)
 
     async def send(self, tb: TransactionBuffer, body: bytes, txn: TxnId | None = None) -> Position:
         if txn is None:
@@ -235,3 +236,19 @@ async def test_an_end_while_a_first_send_is_in_flight(world: World) -> None:
     await tb.end(T1, TxnAction.ABORT)  # its place came before the marker: the entry is T1's, and aborted
     tb.send_finished(T1, position, tracked=tracked)
     assert tb.max_read_position() is None and tb.ongoing() == {} and tb.is_aborted(T1)
+
+
+async def test_plain_traffic_moves_the_snapshot_forward(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import magnetar.broker.transactions.buffer as buffer_module
+
+    monkeypatch.setattr(buffer_module, "SNAPSHOT_EVERY_ENTRIES", 3)
+    tb = world.buffer(snapshot_min_interval_ms=0)
+    await tb.recover()
+    for i in range(3):
+        await world.send(tb, b"p%d" % i)
+        tb.note_appended()
+    task = tb._snapshot_task
+    assert task is not None
+    await asyncio.wait_for(task, 5)
+    saved = await world.snapshots.load(tb.topic)
+    assert saved is not None and saved.max_read_position == world.ledger.last_confirmed
