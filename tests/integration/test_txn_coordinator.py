@@ -98,8 +98,11 @@ async def test_end_actions(client: pulsar.Client, mclient: Client) -> None:
 async def test_admin_routes_cli_and_metrics(broker: BrokerProcess, mclient: Client) -> None:
     topic = topic_name("txn-admin")
     producer = await mclient.create_producer(topic)
+    consumer = await mclient.subscribe(topic, "sub", initial_position="earliest")
+    await producer.send(b"plain")
     txn = await mclient.new_transaction(timeout_ms=60_000)
     await producer.send(b"x", txn=txn)
+    await consumer.acknowledge(await consumer.receive(timeout_ms=RECEIVE_MS), txn=txn)
     most, least = txn.txn_id
     status, stats = call(broker.web_url, "GET", "/admin/v3/transactions/coordinatorStats")
     assert status == 200 and set(stats) == {"0"}
@@ -110,6 +113,8 @@ async def test_admin_routes_cli_and_metrics(broker: BrokerProcess, mclient: Clie
     assert status == 200
     assert meta["txnId"] == f"({most},{least})" and meta["status"] == "OPEN" and meta["timeoutAt"] == 60_000
     assert meta["producedPartitions"][topic]["startPosition"] is not None
+    assert meta["producedPartitions"][topic]["aborted"] is False
+    assert set(meta["ackedPartitions"][topic]["sub"]) == {"cumulativeAckPosition"}
     status, slow = call(broker.web_url, "GET", "/admin/v3/transactions/slowTransactions/0?coordinatorId=0")
     assert status == 200 and f"({most},{least})" in slow
     assert call(broker.web_url, "GET", "/admin/v3/transactions/coordinatorStats?coordinatorId=7")[0] == 404

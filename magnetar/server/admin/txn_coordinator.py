@@ -15,6 +15,8 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.transactions.api import CoordinatorNotFound, TransactionNotFound, TxnId
 from magnetar.broker.transactions.coordinator import TransactionCoordinator, TxnMeta
 from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
+from magnetar.broker.transactions.topic_txn import TopicTransactions
+from magnetar.broker.transactions.txn_stats import txn_in_buffer_stats, txn_in_pending_ack_stats
 from magnetar.server.admin.routes import Route, int_value, match, ok
 
 BASE = "/admin/v3/transactions"
@@ -36,11 +38,18 @@ def coordinator_stats(tc: TransactionCoordinator) -> dict[str, Any]:
 
 def transaction_metadata(broker: BrokerService, meta: TxnMeta) -> dict[str, Any]:
     """Pulsar's TransactionMetadata: ``producedPartitions`` maps each partition to its buffer's view of the
-    transaction (TransactionInBufferStats), ``ackedPartitions`` topic → subscription → TransactionInPendingAckStats."""
-    produced = {topic: _in_buffer(broker, topic, meta.txn) for topic in meta.partitions}
+    transaction (TransactionInBufferStats), ``ackedPartitions`` topic → subscription → its pending acks
+    (TransactionInPendingAckStats); a topic not loaded has nothing of the transaction in memory (nulls)."""
+    produced = {}
+    for topic in meta.partitions:
+        txn = _loaded_transactions(broker, topic)
+        produced[topic] = (txn_in_buffer_stats(txn.buffer, meta.txn) if txn is not None
+                           else {"startPosition": None, "aborted": False})
     acked: dict[str, dict[str, Any]] = {}
     for topic, sub in meta.subscriptions:
-        acked.setdefault(topic, {})[sub] = {"cumulativeAckPosition": None}
+        txn = _loaded_transactions(broker, topic)
+        store = txn.stores.get(sub) if txn is not None else None
+        acked.setdefault(topic, {})[sub] = txn_in_pending_ack_stats(store, meta.txn)
     return {
         "txnId": str(meta.txn),
         "status": meta.status.name,
@@ -51,13 +60,9 @@ def transaction_metadata(broker: BrokerService, meta: TxnMeta) -> dict[str, Any]
     }
 
 
-def _in_buffer(broker: BrokerService, topic: str, txn: TxnId) -> dict[str, Any]:
+def _loaded_transactions(broker: BrokerService, topic: str) -> TopicTransactions | None:
     loaded = broker.topics.get(str(TopicName.parse(topic)))
-    start = None
-    if loaded is not None and loaded.txn is not None:
-        position = loaded.txn.buffer.ongoing().get(txn)
-        start = None if position is None else str(position)
-    return {"startPosition": start, "aborted": False}
+    return loaded.txn if loaded is not None else None
 
 
 def coordinator_routes(broker: BrokerService) -> list[Route]:
