@@ -212,3 +212,19 @@ async def test_aborted_transactions_never_reach_the_view(broker: BrokerProcess, 
         await producer.close()
     compact(broker, topic)
     assert key_values(read_all(_compacted_reader(client, topic))) == [("a", b"a1"), ("b", b"b-committed")]
+
+
+def test_partitioned_topic_compacts_every_partition(broker: BrokerProcess, client: pulsar.Client) -> None:
+    topic = _topic("partitioned")
+    assert call(broker.web_url, "PUT", topic_path(topic) + "/partitions", 2)[0] == 204
+    producer = client.create_producer(topic)
+    _send(producer, [(f"k{i % 6}", f"v{i}".encode()) for i in range(30)])
+    parts = [f"{topic}-partition-{i}" for i in range(2)]
+    before = [finished(broker.log_text(), p) for p in parts]
+    assert call(broker.web_url, "PUT", topic_path(topic) + "/compaction")[0] == 204
+    assert broker.wait_for(lambda log: all(finished(log, p) > b for p, b in zip(parts, before, strict=True)), 60)
+    consumer = client.subscribe(topic, "all", is_read_compacted=True, initial_position=pulsar.InitialPosition.Earliest)
+    got = {m.partition_key(): m.data() for m in (consumer.receive(RECEIVE_TIMEOUT_MS) for _ in range(6))}
+    assert got == {f"k{i}": f"v{24 + i}".encode() for i in range(6)}
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(300)
