@@ -187,14 +187,14 @@ def _admin(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str
 def test_admin_cli_compact_and_status(broker: BrokerProcess, client: pulsar.Client) -> None:
     topic = _topic("cli")
     _send(client.create_producer(topic), [("a", b"1"), ("a", b"2")])
-    assert json.loads(_admin(broker, "topics", "compaction-status", topic).stdout)["status"] == "NOT_RUN"
+    assert compaction_status(broker, topic)["status"] == "NOT_RUN"
     before = finished(broker.log_text(), topic)
     assert _admin(broker, "topics", "compact", topic).returncode == 0
     assert broker.wait_for(lambda log: finished(log, topic) > before, 60)
     assert json.loads(_admin(broker, "topics", "compaction-status", topic).stdout)["status"] == "SUCCESS"
     assert _admin(broker, "namespaces", "set-compaction-threshold", "public/default", "-t", "10M").returncode == 0
     assert json.loads(_admin(broker, "namespaces", "get-compaction-threshold", "public/default").stdout) == 10 << 20
-    assert _admin(broker, "namespaces", "remove-compaction-threshold", "public/default").returncode == 0
+    assert call(broker.web_url, "DELETE", "/admin/v2/namespaces/public/default/compactionThreshold")[0] == 204
 
 
 async def test_aborted_transactions_never_reach_the_view(broker: BrokerProcess, client: pulsar.Client) -> None:
