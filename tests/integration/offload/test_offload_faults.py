@@ -164,3 +164,24 @@ def test_sigkill_mid_offload_is_retried_under_a_fresh_uuid(
             client.close()
     finally:
         proc.kill()
+
+
+def test_missing_bucket_is_named_at_start_and_in_the_status(moto: MotoServer, tmp_path: Path) -> None:
+    proc = start_broker(tmp_path / "data", s3_args(moto.endpoint, bucket="no-such-bucket"))
+    try:
+        assert proc.wait_for_log("the offload store is not usable", WAIT_S)
+        assert "bucket 'no-such-bucket' does not exist" in proc.log_text()
+        local = f"nobucket-{uuid.uuid4().hex[:6]}"
+        topic = f"persistent://public/default/{local}"
+        produce(proc, topic)
+        assert admin(proc, "topics", "offload", "-s", "0", topic)[0] == 0
+        code, out = admin(proc, "topics", "offload-status", "-w", topic)
+        assert code == 1 and "no-such-bucket" in out, out
+        client = make_client(proc.url)
+        try:  # nothing was lost or released: the local copy serves
+            reader = client.create_reader(topic, pulsar.MessageId.earliest)
+            assert [reader.read_next(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
+        finally:
+            client.close()
+    finally:
+        proc.kill()
