@@ -185,3 +185,37 @@ def test_missing_bucket_is_named_at_start_and_in_the_status(moto: MotoServer, tm
             client.close()
     finally:
         proc.kill()
+
+
+def offloaded_and_released(broker: BrokerProcess, local: str) -> list[dict[str, Any]]:
+    topic = f"persistent://public/default/{local}"
+    produce(broker, topic)
+    assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0
+    assert admin(broker, "topics", "offload-status", "-w", topic)[0] == 0
+    pattern = f"{local}: deleted the local copy of offloaded ledger"
+    assert broker.wait_for(lambda log: log.count(pattern) >= 2, WAIT_S), broker.log_text()[-3000:]
+    ledgers: list[dict[str, Any]] = internal_stats(broker, local)["ledgers"]
+    return ledgers
+
+
+def test_deleted_object_and_corrupted_block_are_errors_never_data(broker: BrokerProcess, moto: MotoServer) -> None:
+    gone, bad = f"gone-{uuid.uuid4().hex[:6]}", f"bad-{uuid.uuid4().hex[:6]}"
+    gone_ledgers, bad_ledgers = offloaded_and_released(broker, gone), offloaded_and_released(broker, bad)
+    gone_key = f"{uuid_of(gone_ledgers[0]['offloadContext'])}-ledger-{gone_ledgers[0]['ledgerId']}"
+    moto.delete_object(BUCKET, gone_key)  # behind the broker's back
+    bad_key = f"{uuid_of(bad_ledgers[0]['offloadContext'])}-ledger-{bad_ledgers[0]['ledgerId']}"
+    data = bytearray(moto.get_object(BUCKET, bad_key))
+    data[60] ^= 0xFF  # inside the first block's entries
+    moto.put_object(BUCKET, bad_key, bytes(data))
+    mark = len(broker.log_text())
+    client = make_client(broker.url)
+    try:
+        for local in (gone, bad):
+            consumer = client.subscribe(f"persistent://public/default/{local}", "after-fault",
+                                        initial_position=pulsar.InitialPosition.Earliest)
+            with pytest.raises(pulsar.Timeout):
+                consumer.receive(NOT_DELIVERED_MS)  # the first ledger is damaged: nothing, never junk
+    finally:
+        client.close()
+    assert broker.wait_for(lambda log: "object not found in bucket" in log[mark:], WAIT_S)
+    assert broker.wait_for(lambda log: "failed its checksum and is not delivered" in log[mark:], WAIT_S)
