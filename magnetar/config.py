@@ -111,6 +111,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "brokerServicePort": ("settings", "broker_port", _opt_port, 1),
     "webServicePort": ("settings", "web_port", _opt_port, 1),
     "journalSyncData": ("settings", "journal_sync_data", _bool, 1),
+    "openFileLimit": ("settings", "open_file_limit", _int, 1),
     "clusterName": ("broker", "cluster_name", _nonempty, 1),
     "advertisedAddress": ("broker", "advertised_address", _str, 1),
     "advertisedListeners": ("broker", "advertised_listeners", _listeners, 1),
@@ -136,6 +137,18 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "maxClientNameLength": ("broker", "max_client_name_length", _int, 1),
     "maxConsumerMetadataSize": ("broker", "max_consumer_metadata_size", _int, 1),
     "maxProducerMetadataSize": ("broker", "max_producer_metadata_size", _int, 1),
+    "brokerDeleteInactiveTopicsEnabled": ("broker", "broker_delete_inactive_topics_enabled", _bool, 1),
+    "brokerDeleteInactiveTopicsFrequencySeconds": (
+        "broker", "broker_delete_inactive_topics_frequency_seconds", _int, 1,
+    ),
+    "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": (
+        "broker", "broker_delete_inactive_topics_max_inactive_duration_seconds", _int, 1,
+    ),
+    "brokerDeleteInactiveTopicsMode": (
+        "broker", "broker_delete_inactive_topics_mode",
+        _choice("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"), 1,
+    ),
+    "maxTopicsPerNamespace": ("broker", "max_topics_per_namespace", _int, 1),
     "brokerMaxConnections": ("broker", "broker_max_connections", _int, 1),
     "brokerMaxConnectionsPerIp": ("broker", "broker_max_connections_per_ip", _int, 1),
     "httpRequestTimeoutSeconds": ("broker", "http_request_timeout_seconds", _int, 1),

@@ -36,6 +36,11 @@ class BrokerConfig:
     max_client_name_length: int = 1024  # maxClientNameLength: characters of a producer or consumer name
     max_consumer_metadata_size: int = 1024  # maxConsumerMetadataSize: characters of keys + values
     max_producer_metadata_size: int = 4096  # maxProducerMetadataSize: the same for producers
+    broker_delete_inactive_topics_enabled: bool = False  # delete (not only unload) inactive topics
+    broker_delete_inactive_topics_frequency_seconds: int = 60  # how often inactive topics are looked for
+    broker_delete_inactive_topics_max_inactive_duration_seconds: int = 0  # 0 = the frequency
+    broker_delete_inactive_topics_mode: str = "delete_when_no_subscriptions"
+    max_topics_per_namespace: int = 0  # maxTopicsPerNamespace: 0 = no limit
     broker_max_connections: int = 0  # brokerMaxConnections: 0 = no limit
     broker_max_connections_per_ip: int = 0  # brokerMaxConnectionsPerIp: 0 = no limit
     http_request_timeout_seconds: float = 30.0  # httpRequestTimeoutSeconds: a request (or a body) must arrive

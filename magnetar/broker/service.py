@@ -15,7 +15,7 @@ import logging
 import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.compaction import CompactedTopic, CompactionService
 from magnetar.broker.compaction.txn import BufferFilter
@@ -42,6 +42,9 @@ from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
 from magnetar.storage.api import LedgerStore
+
+if TYPE_CHECKING:
+    from magnetar.broker.inactive import InactiveTopics
 
 log = logging.getLogger("magnetar.broker")
 
@@ -95,6 +98,7 @@ class BrokerService:
         self.policies = PolicyService(self)  # topic policies, effective dedup, backlog quotas
         self.non_persistent = NonPersistentTopics()  # non-persistent:// topics, in memory only
         self.schemas = SchemaRegistry(metadata, config, self.clock)  # schema versions and their policies
+        self.inactive_topics: InactiveTopics | None = None  # unloads idle topics (broker/inactive.py)
         self.retention = RetentionService(self, self.clock)  # retention trim and TTL, every retentionCheckInterval
         self.offload = OffloadService(self, self.clock)  # tiered storage: triggered and automatic offloads
         # set by the transaction coordinator when transactions are enabled; topics ask it before a txn SEND/ACK
@@ -136,6 +140,10 @@ class BrokerService:
         self.policies.start()
         self.offload.start()
         self.replication.start()
+        from magnetar.broker.inactive import InactiveTopics  # it drives the admin, which imports this module
+
+        self.inactive_topics = InactiveTopics.for_broker(self)
+        self.inactive_topics.start()
         if self.compaction is not None:
             self.compaction.start()
 
@@ -204,6 +212,7 @@ class BrokerService:
         async with self._creation_lock(topic):
             if str(topic) in self.topics or await self.ledgers.exists(topic.managed_ledger_name):
                 return False
+            await self.check_topic_quota(topic.namespace_name, partitions)
             try:
                 await self.metadata.put(
                     partitioned_topic_key(topic), json.dumps({"partitions": partitions}).encode(), md.NEW_KEY
@@ -214,6 +223,15 @@ class BrokerService:
                 raise MetadataError(str(exc)) from exc
         log.info("created partitioned topic %s with %d partitions", topic, partitions)
         return True
+
+    async def check_topic_quota(self, ns: NamespaceName, adding: int) -> None:
+        """maxTopicsPerNamespace: topics (partitions counted one by one) a namespace may hold."""
+        limit = self.config.max_topics_per_namespace
+        if limit <= 0:
+            return
+        existing = len(await self.list_topics(ns))
+        if existing + adding > limit:
+            raise NotAllowed(f"Exceed maximum number of topics in namespace {ns} ({limit})")
 
     @contextlib.asynccontextmanager
     async def _creation_lock(self, topic: TopicName) -> AsyncIterator[None]:
@@ -238,6 +256,7 @@ class BrokerService:
                 return False
             if await self.ledgers.exists(topic.managed_ledger_name):
                 return True
+            await self.check_topic_quota(topic.namespace_name, 1)
             try:
                 ledger = await self.ledgers.open(topic.managed_ledger_name, self.config.managed_ledger)
                 await ledger.close()
@@ -318,6 +337,8 @@ class BrokerService:
             async with self._creation_lock(topic):  # the same decision as create_partitioned_topic's
                 if not topic.is_partition and await self._get(partitioned_topic_key(topic)) is not None:
                     raise NotAllowed(f"{topic} is a partitioned topic: use its partitions")
+                if not topic.is_partition:  # a declared partitioned topic's partitions were counted with it
+                    await self.check_topic_quota(topic.namespace_name, 1)
                 log.info("creating topic %s", topic)
                 ledger = await self._open_ledger(topic)
         else:
@@ -376,6 +397,8 @@ class BrokerService:
 
     async def close(self) -> None:
         self.closing = True
+        if self.inactive_topics is not None:
+            await self.inactive_topics.stop()
         await self.retention.stop()
         await self.policies.stop()
         await self.offload.stop()

@@ -21,9 +21,9 @@ from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError, NotAllowed
 from magnetar.broker.producer import Producer
 from magnetar.broker.service import BrokerService
 from magnetar.clock import Clock
+from magnetar.logs import RateLimitedLog
 from magnetar.server.auth import ConnectionAuth, SecurityContext
 from magnetar.server.flow import OutputFlow
-from magnetar.server.limits import RateLimitedLog
 
 if TYPE_CHECKING:
     from magnetar.server.handlers import Handler

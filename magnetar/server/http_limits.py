@@ -16,7 +16,7 @@ import time
 
 from aiohttp import web
 
-from magnetar.server.limits import RateLimitedLog
+from magnetar.logs import RateLimitedLog
 
 log = logging.getLogger("magnetar.server.http")
 

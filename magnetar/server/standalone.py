@@ -32,6 +32,7 @@ from magnetar.broker.transactions.coordinators import (
     TransactionCoordinatorService,
 )
 from magnetar.clock import SystemClock
+from magnetar.descriptors import raise_descriptor_limit, report_if_out_of_descriptors
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.api import MetadataStore
 from magnetar.metadata.sqlite import SqliteMetadataStore
@@ -41,7 +42,7 @@ from magnetar.server.auth.tls import CertReloader
 from magnetar.server.connection import ServerConnection
 from magnetar.server.handlers import Handler, dispatch_table
 from magnetar.server.http_limits import HttpConnectionReaper
-from magnetar.server.limits import ConnectionLimiter, raise_descriptor_limit, report_if_out_of_descriptors
+from magnetar.server.limits import ConnectionLimiter
 from magnetar.server.web import web_app
 from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
@@ -74,6 +75,7 @@ class StandaloneSettings:
     broker_port: int | None = 6650  # None: no plain listener (TLS only)
     web_port: int | None = 8080
     journal_sync_data: bool = True
+    open_file_limit: int = 1024  # openFileLimit: sealed ledger files kept open between reads
     storage_delete_failure_probability: float = 0.0  # tests only: storage deletes fail at random
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     security: SecuritySettings = field(default_factory=SecuritySettings)
@@ -226,7 +228,8 @@ class Standalone:
             s.data_dir.mkdir(parents=True, exist_ok=True)
             log.info("recovering ledger store %s (journalSyncData=%s)", s.data_dir / "ledgers", s.journal_sync_data)
             self.store = self._given_store or await EmbeddedLedgerStore.open(
-                s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data
+                s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data,
+                open_files_max=s.open_file_limit,
             )
         except StorageError as exc:
             if isinstance(exc.__cause__, BlockingIOError):

@@ -77,7 +77,7 @@ class Sidecar:
 @dataclass(slots=True)
 class RecoveredLedger:
     sidecar: Sidecar
-    fd: int
+    fd: int | None  # None for a sealed ledger: its file is opened again when it is read
     scan: _format.ScanResult
 
 
@@ -213,7 +213,14 @@ class Layout:
                 "ledger %d: sealed with %d entries, %d found", sidecar.ledger_id, sealed_entries,
                 len(result.offsets),
             )
+        if sidecar.sealed:  # recovery holds one file at a time, however many ledgers there are
+            os.close(fd)
+            return RecoveredLedger(sidecar, None, result)
         return RecoveredLedger(sidecar, fd, result)
+
+    def open_data(self, ledger_id: int, *, writable: bool) -> int:
+        flags = os.O_RDWR | os.O_APPEND if writable else os.O_RDONLY
+        return os.open(self.data_path(ledger_id), flags)
 
 
 def _id_of(path: Path) -> int:

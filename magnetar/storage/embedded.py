@@ -18,6 +18,11 @@ cuts the file back to its last durable entry and fails every append after it. If
 the ledger is sealed at its last durable entry (in memory at once, in the sidecar on the next ``seal``
 or at ``close``; recovery drops records past a sealed count). The store keeps serving other ledgers.
 
+Open files are bounded: a sealed ledger's file is closed at recovery, and at most ``open_files_max``
+files stay open (the least recently used idle ones are closed and opened again when next read or
+appended to), so the descriptors held follow the cache and the ledgers being written, not the number
+of ledgers on disk or of topics ever loaded.
+
 Reads, writes and the scan use plain blocking calls on the event loop (page-cache fast); fsyncs and
 small-file replacement run in worker threads. This module knows nothing of topics, cursors or the broker.
 """
@@ -29,11 +34,13 @@ import contextlib
 import logging
 import os
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from magnetar.clock import Clock, SystemClock
+from magnetar.descriptors import report_if_out_of_descriptors
 from magnetar.storage import _files, _format, _rules
 from magnetar.storage._group_commit import GroupCommit, SyncTarget
 from magnetar.storage._rules import LedgerState
@@ -50,6 +57,8 @@ logger = logging.getLogger("magnetar.storage")
 
 #: Appends written but not yet completed, across all ledgers; more wait for room.
 PENDING_APPENDS_MAX = 4096
+#: Ledger data files kept open while idle (the least recently used idle ones are closed).
+OPEN_FILES_MAX = 1024
 
 Write = Callable[[int, memoryview], int]
 
@@ -57,7 +66,9 @@ Write = Callable[[int, memoryview], int]
 class _LedgerFile:
     """One ledger: its data file, the offsets of its records, how much of it is durable."""
 
-    def __init__(self, sidecar: _files.Sidecar, fd: int, offsets: array[int], end: int, write: Write) -> None:
+    def __init__(
+        self, sidecar: _files.Sidecar, fd: int | None, offsets: array[int], end: int, write: Write
+    ) -> None:
         self.ledger_id = sidecar.ledger_id
         self.created_ms = sidecar.created_ms
         self.custom_metadata = dict(sidecar.custom_metadata)
@@ -154,6 +165,7 @@ class _LedgerFile:
 
 
 def _io_error(ledger_id: int | None, what: str, exc: OSError) -> StorageIOError:
+    report_if_out_of_descriptors(exc)
     return StorageIOError(f"ledger {ledger_id}: {what} failed: {exc}", ledger_id=ledger_id)
 
 
@@ -172,6 +184,7 @@ class EmbeddedLedgerStore:
         clock: Clock,
         fsync: Callable[[int], None],
         write: Write,
+        open_files_max: int = OPEN_FILES_MAX,
     ) -> None:
         if pending_appends_max < 1:
             raise ValueError("pending_appends_max must be at least 1")
@@ -189,6 +202,10 @@ class EmbeddedLedgerStore:
         self._clock = clock
         self._group = GroupCommit(fsync, self._on_sync_failure)
         self._closed = False
+        self._open_files_max = max(1, open_files_max)
+        self._open_files: OrderedDict[int, _LedgerFile] = OrderedDict()  # least recently used first
+        for ledger in self._ledgers.values():
+            self._remember_open(ledger)
 
     @classmethod
     async def open(
@@ -200,6 +217,7 @@ class EmbeddedLedgerStore:
         clock: Clock | None = None,
         fsync: Callable[[int], None] = os.fsync,
         write: Write = os.write,
+        open_files_max: int = OPEN_FILES_MAX,
     ) -> EmbeddedLedgerStore:
         """Open (creating if needed) the store in ``directory``, recovering every ledger.
 
@@ -218,6 +236,7 @@ class EmbeddedLedgerStore:
             layout, recovered, next_id, persisted,
             journal_sync_data=journal_sync_data, pending_appends_max=pending_appends_max,
             clock=clock if clock is not None else SystemClock(), fsync=fsync, write=write,
+            open_files_max=open_files_max,
         )  # fmt: skip
 
     def _check_open(self) -> None:
@@ -246,6 +265,7 @@ class EmbeddedLedgerStore:
             ledger.close()
             raise StoreClosed("ledger store is closed", ledger_id=ledger_id)
         self._ledgers[ledger_id] = ledger
+        self._remember_open(ledger)
         return ledger.info()
 
     async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
@@ -269,6 +289,7 @@ class EmbeddedLedgerStore:
         return ledger
 
     def _write_record(self, ledger: _LedgerFile, record: bytes) -> int:
+        self._ensure_open(ledger)
         try:
             return ledger.write_record(record)
         except OSError as exc:
@@ -296,7 +317,31 @@ class EmbeddedLedgerStore:
     async def read(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]:
         ledger = self._ledger(ledger_id)
         _rules.check_range(ledger_id, first_entry, last_entry, ledger.confirmed)
+        self._ensure_open(ledger)
         return ledger.read(first_entry, last_entry)
+
+    def _ensure_open(self, ledger: _LedgerFile) -> None:
+        """A ledger's file is opened on demand (read-only once sealed) and joins the recently used ones."""
+        if ledger.fd is None and ledger.state is not LedgerState.DELETED:
+            try:
+                ledger.fd = self._layout.open_data(ledger.ledger_id, writable=ledger.state is LedgerState.OPEN)
+            except OSError as exc:
+                raise _io_error(ledger.ledger_id, "open", exc) from exc
+        self._remember_open(ledger)
+
+    def _remember_open(self, ledger: _LedgerFile) -> None:
+        """Keep at most ``open_files_max`` files open, closing the least recently used idle ones. A file
+        with writes not yet durable stays open (a sync round may hold its descriptor)."""
+        if ledger.fd is None:
+            return
+        self._open_files[ledger.ledger_id] = ledger
+        self._open_files.move_to_end(ledger.ledger_id)
+        surplus = len(self._open_files) - self._open_files_max
+        for ledger_id in list(self._open_files)[:max(surplus, 0)] if surplus > 0 else ():
+            candidate = self._open_files[ledger_id]
+            if candidate is not ledger and len(candidate.offsets) == candidate.confirmed:
+                del self._open_files[ledger_id]
+                candidate.close()
 
     async def info(self, ledger_id: int) -> LedgerInfo:
         return self._ledger(ledger_id).info()
@@ -310,6 +355,7 @@ class EmbeddedLedgerStore:
             if not ledger.sealed_durable:
                 await self._drain(ledger)
                 await self._persist_seal(ledger)
+            self._remember_open(ledger)
             return ledger.info()
 
     async def _drain(self, ledger: _LedgerFile) -> None:
@@ -345,6 +391,7 @@ class EmbeddedLedgerStore:
                     self._persisted_next_id = persist
             ledger.transition_to(LedgerState.DELETED)
             del self._ledgers[ledger_id]
+            self._open_files.pop(ledger_id, None)
             ledger.close()
 
     async def list_ledgers(self) -> Sequence[int]:

@@ -1,0 +1,113 @@
+"""Inactive topics leave memory (and, if configured, storage), so loaded topics and their open files
+follow what clients use, not everything they ever touched.
+
+Every ``brokerDeleteInactiveTopicsFrequencySeconds`` the sweeper looks at the loaded topics. A topic is
+inactive while it has no producer (nor one waiting), no consumer, no publish in flight, no replicator and
+no open transaction; one that stayed inactive for ``brokerDeleteInactiveTopicsMaxInactiveDurationSeconds``
+is unloaded: closed and forgotten, reloaded from its managed ledger on next use. If
+``brokerDeleteInactiveTopicsEnabled`` (Pulsar's key; magnetar's default is false, nothing is deleted
+unless asked), it is deleted instead when ``brokerDeleteInactiveTopicsMode`` allows:
+``delete_when_no_subscriptions`` (no durable subscription) or ``delete_when_subscriptions_caught_up``
+(every subscription has consumed everything). Topics of ``pulsar/system`` are never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from magnetar.broker.admin import BrokerAdmin
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.names import NamespaceName
+from magnetar.broker.service import BrokerService
+from magnetar.broker.topic import PersistentTopic
+
+log = logging.getLogger("magnetar.broker.inactive")
+
+SYSTEM_NAMESPACE = NamespaceName("pulsar", "system")
+MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
+TOPICS_PER_SWEEP_MAX = 100_000
+
+
+def is_inactive(topic: PersistentTopic) -> bool:
+    if topic.producers or topic.access.waiting or topic.replicators or topic.closed:
+        return False
+    if any(sub.consumers for sub in topic.subscriptions.values()):
+        return False
+    if topic._publishes_in_flight:
+        return False
+    txn = topic.txn
+    return txn is None or not txn.buffer.ongoing()
+
+
+def may_delete(topic: PersistentTopic, mode: str) -> bool:
+    durable = [s for s in topic.subscriptions.values() if s.durable]
+    if mode == "delete_when_no_subscriptions":
+        return not durable
+    last = topic.ledger.last_confirmed
+    return all(s.cursor.mark_delete_position >= last for s in durable)
+
+
+class InactiveTopics:
+    def __init__(self, broker: BrokerService, admin: BrokerAdmin) -> None:
+        self._broker = broker
+        self._admin = admin  # unloads and deletes exactly as the admin API does
+        config = broker.config
+        self.interval_s = config.broker_delete_inactive_topics_frequency_seconds
+        self.inactive_s = config.broker_delete_inactive_topics_max_inactive_duration_seconds or self.interval_s
+        self.delete_enabled = config.broker_delete_inactive_topics_enabled
+        self.mode = config.broker_delete_inactive_topics_mode
+        self._idle_since_ms: dict[str, int] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def for_broker(cls, broker: BrokerService) -> InactiveTopics:
+        return cls(broker, BrokerAdmin(broker))
+
+    def start(self) -> None:
+        if self.interval_s > 0:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="inactive-topics")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("inactive-topic sweep failed; next one in %s s", self.interval_s)
+
+    async def sweep(self) -> int:
+        """Unload (or delete) the topics inactive for long enough; returns how many left memory."""
+        now_ms = self._broker.clock.now_ms()
+        loaded = dict(list(self._broker.topics.items())[:TOPICS_PER_SWEEP_MAX])
+        self._idle_since_ms = {k: v for k, v in self._idle_since_ms.items() if k in loaded}
+        gone = 0
+        for key, topic in loaded.items():
+            if topic.name.namespace_name == SYSTEM_NAMESPACE or not is_inactive(topic):
+                self._idle_since_ms.pop(key, None)
+                continue
+            since = self._idle_since_ms.setdefault(key, now_ms)
+            if now_ms - since < self.inactive_s * 1000 or self._broker.topics.get(key) is not topic:
+                continue
+            await self._retire(key, topic)
+            gone += 1
+        return gone
+
+    async def _retire(self, key: str, topic: PersistentTopic) -> None:
+        self._idle_since_ms.pop(key, None)
+        try:
+            if self.delete_enabled and may_delete(topic, self.mode):
+                await self._admin.delete_topic(topic.name, force=False)
+                log.info("deleted inactive topic %s (%s)", key, self.mode)
+            else:
+                await self._admin.unload(topic.name)
+                log.debug("unloaded inactive topic %s", key)
+        except BrokerError as exc:  # became busy meanwhile, or storage refused: try again next sweep
+            log.info("inactive topic %s stays loaded: %s", key, exc)

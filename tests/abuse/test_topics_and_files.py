@@ -1,0 +1,90 @@
+"""Topics and file descriptors (issue item 7): a client auto-creating topics, read-only GETs and a
+namespace's topic count. The broker unloads topics idle for 1 s, keeps 8 sealed ledger files open
+and allows 20 topics per namespace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+
+from tests.abuse.conftest import assert_still_serving, http, open_fds, start_broker, unique
+from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import make_client
+
+TOPICS_PER_NAMESPACE = 20
+NAMESPACES = 8  # 160 auto-created topics in all
+FDS_ABOVE_IDLE_MAX = 40  # the old broker kept two or more files per topic it ever loaded
+SETTLE_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = start_broker(
+        tmp_path_factory, "brokerDeleteInactiveTopicsFrequencySeconds=1",
+        "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds=1", "openFileLimit=8",
+        f"maxTopicsPerNamespace={TOPICS_PER_NAMESPACE}",
+    )
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+def _settled_fds(proc: BrokerProcess, ceiling: int) -> int:
+    """Open descriptors once they fall to ``ceiling`` or SETTLE_S passes (bounded polling of /proc)."""
+    deadline = time.monotonic() + SETTLE_S
+    count = open_fds(proc)
+    for _ in range(300):
+        if count <= ceiling or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+        count = open_fds(proc)
+    return count
+
+
+def test_auto_created_topics_release_their_files(broker: BrokerProcess) -> None:
+    idle = open_fds(broker)
+    client = make_client(broker.url)
+    try:
+        for _ in range(NAMESPACES):
+            namespace = f"public/{unique('auto')}"
+            assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
+            for i in range(TOPICS_PER_NAMESPACE):
+                producer = client.create_producer(f"persistent://{namespace}/t{i}")
+                producer.send(b"x")
+                producer.close()
+    finally:
+        client.close()
+    fds = _settled_fds(broker, idle + FDS_ABOVE_IDLE_MAX)
+    assert fds <= idle + FDS_ABOVE_IDLE_MAX, f"{fds} descriptors open, {idle} when idle"
+    assert broker.wait_for_log("unloaded topic", 5.0)
+    assert_still_serving(broker)  # and an unloaded topic loads again with its messages:
+    reader_client = make_client(broker.url)
+    try:
+        last_ns = [line for line in broker.log_lines if "creating topic persistent://public/auto-" in line][-1]
+        topic = last_ns.split("creating topic ", 1)[1].strip()
+        reader = reader_client.create_reader(topic, pulsar.MessageId.earliest)
+        assert reader.read_next(10_000).data() == b"x"
+    finally:
+        reader_client.close()
+
+
+def test_a_namespace_holds_at_most_max_topics(broker: BrokerProcess) -> None:
+    namespace = f"public/{unique('quota')}"
+    assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
+    for i in range(TOPICS_PER_NAMESPACE - 2):
+        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}")[0] == 204
+    status, reply = http(broker, "PUT", f"/admin/v2/persistent/{namespace}/p/partitions", 3)
+    assert status == 405 and "Exceed maximum number of topics" in reply["reason"]
+    client = make_client(broker.url)
+    try:
+        client.create_producer(f"persistent://{namespace}/auto-ok-1")
+        client.create_producer(f"persistent://{namespace}/auto-ok-2")
+        with pytest.raises(pulsar.PulsarException):
+            client.create_producer(f"persistent://{namespace}/one-too-many")
+    finally:
+        client.close()
