@@ -169,6 +169,7 @@ class OffloadService:
         for summary in policy.due_for_release(ledger.ledgers(), policies.deletion_lag_ms, self._clock.now_ms()):
             try:
                 await ledger.release_local(summary.ledger_id)
-            except ManagedLedgerError as exc:
+            except ManagedLedgerError as exc:  # the offloaded copy failed its check: the operator must know
+                state.status, state.last_error = OffloadStatus.ERROR, str(exc)
                 log.error("%s: local copy of ledger %d kept: %s", ledger.name, summary.ledger_id, exc)
 
