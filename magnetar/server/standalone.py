@@ -38,6 +38,7 @@ from magnetar.metadata.api import MetadataStore
 from magnetar.metadata.sqlite import SqliteMetadataStore
 from magnetar.server.admin.lookup import BROKER_PORT, TLS_PORTS
 from magnetar.server.auth import SecurityContext, SecuritySettings
+from magnetar.server.auth.revalidate import PermissionWatcher
 from magnetar.server.auth.tls import CertReloader
 from magnetar.server.connection import ServerConnection
 from magnetar.server.handlers import Handler, dispatch_table
@@ -111,6 +112,7 @@ class Standalone:
         self.web_port_tls = settings.security.web_port_tls
         self._servers: list[asyncio.Server] = []
         self._reloader: CertReloader | None = None
+        self._permissions: PermissionWatcher | None = None
         self._reclaim: asyncio.Task[None] | None = None
         self.http_reaper: HttpConnectionReaper | None = None
 
@@ -165,6 +167,9 @@ class Standalone:
         if self.security.tls is not None:
             self._reloader = CertReloader(self.security.tls, s.security)
             self._reloader.start()
+        if self.security.authz is not None:
+            self._permissions = PermissionWatcher(self.security.authz, lambda: self._connections)
+            self._permissions.start(self.metadata)
         self._log_ready()
 
     async def _listen(
@@ -303,6 +308,8 @@ class Standalone:
             server.close()
         if self._reloader is not None:
             await self._reloader.stop()
+        if self._permissions is not None:
+            await self._permissions.stop()
         for conn in list(self._connections):
             await conn.close()
         for task in list(self._connection_tasks):

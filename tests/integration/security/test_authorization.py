@@ -17,6 +17,7 @@ import pytest
 
 from magnetar import protocol as proto
 from tests.integration.security.conftest import (
+    FAIL_FAST_S,
     SecureBroker,
     bearer,
     client,
@@ -160,6 +161,26 @@ def test_schemas_need_lookup_or_produce_permission(broker: SecureBroker, secret_
     assert created.error_code == proto.pb.AuthorizationError
     allowed = raw_exchange(broker.port, token(secret_key, "acme-admin"), create, T.GET_OR_CREATE_SCHEMA_RESPONSE)
     assert not allowed.getOrCreateSchemaResponse.HasField("error_code")
+
+
+def test_revoked_permission_closes_connected_producers_and_consumers(broker: SecureBroker, secret_key: bytes,
+                                                                     closing: list[pulsar.Client]) -> None:
+    topic = _topic()
+    local = topic.rsplit("/", 1)[1]
+    path = f"/persistent/{NS}/{local}/permissions/revokee"
+    assert rest(broker, secret_key, "POST", path, ["produce", "consume"])[0] == 204
+    c = client(broker.url, timeout_s=FAIL_FAST_S,
+               authentication=pulsar.AuthenticationToken(token(secret_key, "revokee")))
+    closing.append(c)
+    producer = c.create_producer(topic, send_timeout_millis=2000)
+    consumer = c.subscribe(topic, "kept-out")
+    producer.send(b"before")
+    assert consumer.receive(timeout_millis=10_000).data() == b"before"
+    assert rest(broker, secret_key, "DELETE", path)[0] == 204
+    assert broker.wait_for(lambda log: f"of role 'revokee' on {topic}" in log and log.count(
+        f"of role 'revokee' on {topic}") >= 2, 15)
+    with pytest.raises(pulsar.PulsarException):
+        producer.send(b"after")
 
 
 def test_tenant_admin_and_super_user_need_no_grants(broker: SecureBroker, as_role) -> None:  # type: ignore[no-untyped-def]
