@@ -73,6 +73,11 @@ class LedgerFactory:
         for ledger in self._open.values():
             ledger.deletion_queue = queue_for(ledger.name)
 
+    def cancel_background(self) -> None:
+        """A simulated crash: stop the background work of every open managed ledger."""
+        for ledger in self._open.values():
+            ledger.cancel_background()
+
     async def ledger_in_use(self, request: PendingDeleteLedger) -> bool:
         """The owner's answer for PIP-186's second phase: does ``request.topic`` still use that copy?
         Asks the open managed ledger (after an open in progress finishes), else reads its record."""

@@ -45,7 +45,14 @@ from magnetar.ledger.api import (
     TrimResult,
 )
 from magnetar.ledger.cursor import CursorPersistence, ManagedCursor, SleepMs
-from magnetar.ledger.deletion import DeletionQueue, DropsInFlight, PendingDeleteLedger, copy_listed, drop_requests
+from magnetar.ledger.deletion import (
+    DeletionQueue,
+    DropsInFlight,
+    LedgerType,
+    PendingDeleteLedger,
+    copy_listed,
+    drop_requests,
+)
 from magnetar.ledger.formats import CursorRecord, LedgerRecord, cursor_key, encode_cursor, encode_ledger, ledger_key
 from magnetar.ledger.ledger_list import LedgerList
 from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState, check_transition
@@ -68,6 +75,8 @@ log = logging.getLogger("magnetar.ledger")
 
 #: Distinct corrupted entries remembered per managed ledger (counted and logged loudly once each).
 CORRUPTED_TRACKED_MAX = 10_000
+#: Dropped-but-never-listed ledger ids remembered per managed ledger (so the owner answers "not in use").
+UNLISTED_TRACKED_MAX = 10_000
 
 
 def ledger_custom_metadata(name: str) -> dict[str, str]:
@@ -121,6 +130,8 @@ class ManagedLedgerImpl:
         self._drops = DropsInFlight()
         self._trim_lock = asyncio.Lock()  # one two-phase trim at a time
         self._record_deleted = False  # delete() removed the record: nothing is listed any more
+        self._unlisted: set[int] = set()  # ledgers of ours never or no longer listed (dropped, not queued yet)
+        self._background: set[asyncio.Task[None]] = set()
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -422,8 +433,28 @@ class ManagedLedgerImpl:
         """Drop ledgers the record does not list: queued for two-phase deletion when a queue is set, else
         best effort here (a ledger left behind carries custom metadata naming its owner, for the audit)."""
         if self.deletion_queue is not None and ledger_ids:
-            queued = await self.deletion_queue.enqueue([PendingDeleteLedger(self._name, i) for i in ledger_ids])
-            ledger_ids = [i for i in ledger_ids if i not in queued]
+            # queued in the background: callers may hold the admission lock (rollover), and the queue appends
+            # to deletion topics whose own rollovers may be queuing here; a crash before it is queued leaves
+            # an unlisted ledger, which the startup audit reclaims
+            if len(self._unlisted) > UNLISTED_TRACKED_MAX:
+                self._unlisted.clear()  # bounded; a forgotten one is reclaimed by the audit at the next start
+            self._unlisted.update(ledger_ids)
+            task = asyncio.ensure_future(self._queue_unlisted(self.deletion_queue, list(ledger_ids)))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return
+        await self._delete_now(ledger_ids)
+
+    def cancel_background(self) -> None:
+        """Stop work this managed ledger started on its own (a simulated crash ends its process)."""
+        for task in list(self._background):
+            task.cancel()
+
+    async def _queue_unlisted(self, queue: DeletionQueue, ledger_ids: list[int]) -> None:
+        queued = await queue.enqueue([PendingDeleteLedger(self._name, i) for i in ledger_ids])
+        await self._delete_now([i for i in ledger_ids if i not in queued])
+
+    async def _delete_now(self, ledger_ids: list[int]) -> None:
         for ledger_id in ledger_ids:
             try:
                 await self._store.delete(ledger_id)
@@ -553,6 +584,8 @@ class ManagedLedgerImpl:
         ledger_id = request.ledger_id
         await self._drops.settled(ledger_id)
         if self._state is LedgerState.DELETED or self._record_deleted:
+            return False
+        if request.ledger_type is LedgerType.LEDGER and ledger_id in self._unlisted:
             return False
         summaries = self._ledgers.summaries()
         if summaries and ledger_id > summaries[-1].ledger_id and self._state is LedgerState.OPEN:

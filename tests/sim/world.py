@@ -37,6 +37,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.broker.deletion.audit import audit
+from magnetar.broker.deletion.config import DeletionConfig
+from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
 from magnetar.clock import ManualClock
 from magnetar.faults import FaultPlan as BlobFaultPlan
 from magnetar.ledger.api import (
@@ -159,6 +162,7 @@ class Stats:
     metadata_faults: int = 0
     dropped_unsynced: int = 0
     orphan_ledgers: int = 0
+    audited_orphans: int = 0  # orphans the audit found (one-phase seeds; two-phase seeds fail on any)
     offloads: int = 0
     releases: int = 0
     offload_faults: int = 0
@@ -197,6 +201,9 @@ class Simulation:
         self.blobs = blob_memory.MemoryBlobStore(self.offload_plan)
         uuids = random.Random(self.rng.getrandbits(64))
         self.new_uuid = lambda: str(uuid.UUID(int=uuids.getrandbits(128), version=4))
+        # PIP-186: half the seeds drop ledgers in two phases (the rest keep the one-phase path and count orphans)
+        self.two_phase = random.Random(seed ^ 0x186).random() < 0.5
+        self.deletion: LedgerDeletionService | None = None
         self.offload_settings = OffloadSettings(
             driver="memory", max_block_size_bytes=self.rng.choice([64, 200, 4096]),
             read_buffer_size_bytes=self.rng.choice([16, 1024]), read_cache_size_bytes=self.rng.choice([0, 2048]),
@@ -249,22 +256,53 @@ class Simulation:
         self.timers = Timers(self.clock)
         self.store = FaultyLedgerStore(CrashableLedgerStore(self.disk, clock=self.clock), self.storage_plan)
         self.meta = FaultyMetadataStore(self.meta_inner, self.meta_plan)
+        self.offload_store = BlockOffloadStore(self.blobs, self.offload_settings, new_uuid=self.new_uuid)  # cold
         self.factory = LedgerFactory(
             self.store, self.meta, config=self.config, clock=self.clock, sleep_ms=self.timers.sleep_ms,
-            offload_store=BlockOffloadStore(self.blobs, self.offload_settings, new_uuid=self.new_uuid),  # cold cache
+            offload_store=self.offload_store,
         )
         self.ledgers = {}
+        if self.two_phase:
+            await self.start_deletion()
         for topic in self.topics:
             self.ledgers[topic.name] = await self.open_ledger(topic.name)
         self.count_faults()
         self.storage_plan.disarm()  # the disk has room again, the metadata store answers
         self.meta_plan.disarm()
         self.offload_plan.disarm()
+        if self.deletion is not None:
+            await self.deletion.reclaim_orphans(self.meta_inner)  # what a crash left created but unrecorded
         if check:
             await self.check_recovered()
         for topic in self.topics:
             for name in CURSOR_NAMES:
                 await self.ensure_cursor(topic, name)
+
+    async def start_deletion(self) -> None:
+        """PIP-186's service on this world's factory (its time, sleeps and retries follow the manual clock)."""
+        assert self.factory is not None and self.store is not None
+        config = DeletionConfig(parallelism=2, reconsume_later_s=0.05, max_retry_count=1_000_000)
+        self.deletion = LedgerDeletionService(self.factory, self.store, self.clock, config,
+                                              OffloadStoreDeleter(self.offload_store),
+                                              sleep_ms=self.timers.sleep_ms, idle_poll_ms=None)
+        for _ in range(OPEN_ATTEMPTS_WITH_FAULTS):
+            try:
+                await self.deletion.start()
+                return
+            except (ManagedLedgerError, StorageError) as exc:
+                self.note(f"deletion service start failed under faults: {exc}")
+                self.count_faults()
+        self.storage_plan.disarm()
+        self.meta_plan.disarm()
+        await self.deletion.start()
+
+    def stop_deletion_tasks(self) -> None:
+        """The process dies: its deletion consumers stop wherever they are."""
+        if self.deletion is not None:
+            for task in self.deletion._tasks:
+                task.cancel()
+        if self.factory is not None:
+            self.factory.cancel_background()
 
     async def open_ledger(self, name: str) -> ManagedLedgerImpl:
         assert self.factory is not None
@@ -421,6 +459,8 @@ class Simulation:
         await let_turns_pass(SETTLE_TURNS)  # tasks created just now start their timers before time moves
         self.clock.advance(delta)
         self.timers.fire_due()
+        if self.deletion is not None:
+            self.deletion.poke()  # retries may be due now
         await let_turns_pass(SETTLE_TURNS)
         self.note(f"advance {delta} ms")
 
@@ -512,6 +552,8 @@ class Simulation:
         self.storage_plan.disarm()
         self.meta_plan.disarm()
         self.offload_plan.disarm()
+        if self.deletion is not None:
+            await self.deletion.close()
         await self.factory.close()
         if self.inflight:
             await asyncio.wait(list(self.inflight))
@@ -544,6 +586,7 @@ class Simulation:
         self.stats.dropped_unsynced += self.disk.crash(keep_unsynced_probability=0.5)
         self.meta.kill()
         self.timers.cancel_all()
+        self.stop_deletion_tasks()
         world = self.world
         for task in list(self.inflight):
             task.cancel()
@@ -578,6 +621,24 @@ class Simulation:
             self.check_entries(topic, present)
             self.check_cursors(topic, present)
         self.crash_records = {}
+        await self.check_audit()
+
+    async def check_audit(self) -> None:
+        """No record names a ledger storage lacks; with two phases, every unreferenced ledger is pending."""
+        assert self.factory is not None and self.store is not None
+        report = await audit(self.meta_inner, self.store, self.factory, live=True)
+        released = set()
+        for topic in self.topics:
+            stored = await self.meta_inner.get(ledger_key(topic.name))
+            if stored is not None:
+                released |= {x.ledger_id for x in decode_ledger(stored.value, "sim").ledgers
+                              if x.offload is not None and x.offload.local_deleted}
+        dangling = [(name, i) for name, i in report.dangling if i not in released]
+        if dangling:
+            raise self.fail(f"the audit finds ledgers referenced but missing: {dangling}")
+        if self.two_phase and report.orphans:
+            raise self.fail(f"two-phase deletion left orphans: {[o.ledger_id for o in report.orphans]}")
+        self.stats.audited_orphans = max(self.stats.audited_orphans, len(report.orphans))
 
     async def check_ledgers_exist(self, topic: TopicModel) -> None:
         stored = await self.meta_inner.get(ledger_key(topic.name))

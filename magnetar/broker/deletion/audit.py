@@ -80,13 +80,15 @@ class AuditReport:
 
 
 async def _references(metadata: MetadataStore, names: Iterable[str]) -> dict[int, str]:
+    """Ledger id -> owner, for every local copy a record still uses (not the released ones)."""
     owners: dict[int, str] = {}
     for name in names:
         stored = await metadata.get(ledger_key(name))
         if stored is None:
             continue
         for summary in decode_ledger(stored.value, ledger_key(name)).ledgers:
-            owners[summary.ledger_id] = name
+            if summary.offload is None or not summary.offload.local_deleted:
+                owners[summary.ledger_id] = name
     return owners
 
 

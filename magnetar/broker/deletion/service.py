@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -55,8 +55,8 @@ DLQ_CURSOR = "pulsar.ledger-deletion-dlq"  # holds the DLQ's messages for an ope
 reserve_name(CURSOR)
 reserve_name(DLQ_CURSOR)
 READ_ENTRIES = 100
-IDLE_POLL_S = 1.0  # a consumer with nothing to do also looks again this often (retry due times, restarts)
-ERROR_BACKOFF_S = 1.0
+IDLE_POLL_MS = 1000  # a consumer with nothing to do also looks again this often (retry due times, restarts)
+ERROR_BACKOFF_MS = 1000
 CONSUMED_ONLY = RetentionPolicy(time_ms=0, size_bytes=0)  # the deletion topics keep nothing handled
 
 
@@ -118,7 +118,14 @@ class LedgerDeletionService:
         clock: Clock,
         config: DeletionConfig,
         offloaded: OffloadedLedgers | None = None,
+        *,
+        sleep_ms: Callable[[int], Awaitable[None]] | None = None,
+        idle_poll_ms: int | None = IDLE_POLL_MS,
     ) -> None:
+        """``sleep_ms`` (error back-off) and ``idle_poll_ms`` (None: only :meth:`poke` or a new message
+        wakes an idle consumer) are injected by the simulator, whose time is manual."""
+        self._sleep_ms = sleep_ms or _asyncio_sleep_ms
+        self._idle_poll_ms = idle_poll_ms
         self._factory = factory
         self._store = store
         self._clock = clock
@@ -178,6 +185,11 @@ class LedgerDeletionService:
             await ledger.open_cursor(cursor, InitialPosition.EARLIEST)
         return ledger
 
+    def poke(self) -> None:
+        """Wake every consumer now (time moved: retries may be due)."""
+        for event in self._wake.values():
+            event.set()
+
     def _count_request(self, request: PendingDeleteLedger) -> None:
         if request.ledger_type is LedgerType.OFFLOAD_LEDGER:
             self.counters.queued_offload_ledgers += 1
@@ -202,18 +214,21 @@ class LedgerDeletionService:
                     await ledger.trim(CONSUMED_ONLY)  # what was handled leaves, through the queue
             except (ManagedLedgerError, StorageError) as exc:
                 log.warning("ledger deletion on %s paused: %s", name, exc)
-                with contextlib.suppress(ManagedLedgerError, KeyError):
+                with contextlib.suppress(ManagedLedgerError, StorageError, KeyError):
                     (await self._open(name)).cursors[CURSOR].rewind()  # unacked messages are read again
-                await asyncio.sleep(ERROR_BACKOFF_S)
+                await self._sleep_ms(ERROR_BACKOFF_MS)
                 continue
             async with self._progress:
                 self._progress.notify_all()
-            if not handled:  # wait for a new message, or look again after IDLE_POLL_S (retry due times)
-                timer = asyncio.get_running_loop().call_later(IDLE_POLL_S, wake.set)
+            if not handled:  # wait for a new message, or look again after a while (retry due times)
+                timer = None
+                if self._idle_poll_ms is not None:
+                    timer = asyncio.get_running_loop().call_later(self._idle_poll_ms / 1000, wake.set)
                 try:
                     await wake.wait()
                 finally:
-                    timer.cancel()
+                    if timer is not None:
+                        timer.cancel()
 
     async def _consume_batch(self, name: str, cursor: Cursor) -> bool:
         entries = await cursor.read_entries(READ_ENTRIES)
@@ -323,6 +338,10 @@ class LedgerDeletionService:
             cursor = ledger.cursors.get(CURSOR) if ledger is not None else None
             out[name] = cursor.backlog_entries() if cursor is not None else 0
         return out
+
+
+async def _asyncio_sleep_ms(delay_ms: int) -> None:
+    await asyncio.sleep(delay_ms / 1000)
 
 
 def _owned_by(custom: Mapping[str, str], topic: str, component: LedgerComponent) -> bool:

@@ -81,6 +81,8 @@ class SystemTopicQueue:
         """Append one message to ``topic`` (raises ManagedLedgerError / StorageError when it fails)."""
         async with asyncio.timeout(OPEN_TIMEOUT_S):  # not wait_for: on 3.11 it can swallow a cancellation
             ledger = await self._open(topic)
+        if ledger.writes_paused:
+            ledger.resume_writes()  # we own this topic's appends: after a failed one, the next starts a new ledger
         entry = encode(message, publish_time_ms=self._clock.now_ms(), sequence_id=next(self._sequence))
         await ledger.add_entry(entry)
         self._on_queued(topic, 1)
