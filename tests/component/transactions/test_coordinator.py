@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.transactions import txn_log
 from magnetar.broker.transactions.api import (
     CoordinatorNotFound,
     InvalidTxnStatus,
@@ -20,7 +21,7 @@ from magnetar.broker.transactions.buffered_writer import BatchingConfig, Buffere
 from magnetar.broker.transactions.coordinator import EndPolicy
 from magnetar.broker.transactions.coordinators import CoordinatorSettings, TransactionCoordinatorService
 from magnetar.broker.transactions.states import TxnStatus
-from magnetar.broker.transactions.txn_log import SEQUENCE_BLOCK, TRIM_EVERY_RELEASES, Op, decode, log_topic
+from magnetar.broker.transactions.txn_log import SEQUENCE_BLOCK, Op, decode, log_topic
 from magnetar.clock import ManualClock
 from magnetar.ledger.api import ManagedLedger, Position
 from magnetar.ledger.factory import LedgerFactory
@@ -223,14 +224,17 @@ async def test_ids_survive_released_and_trimmed_logs(world: World) -> None:
     assert await svc.new_txn(0, 1000) == TxnId(0, SEQUENCE_BLOCK)  # a fresh block, past anything handed out
 
 
-async def test_the_log_is_trimmed_once_finished_txns_are_released(world: World) -> None:
+async def test_the_log_is_trimmed_once_finished_txns_are_released(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(txn_log, "TRIM_EVERY_RELEASES", 20)
     svc = world.service
     ledger = svc.coordinator(0).log.ledger
     first = ledger.ledgers()[0].ledger_id
-    for _ in range(TRIM_EVERY_RELEASES // 2):
+    for _ in range(10):
         await svc.end_txn(await svc.new_txn(0, 1000), TxnAction.COMMIT)
     svc = await world.restart()  # a rollover: the old ledger is sealed, everything in it released
-    for _ in range(TRIM_EVERY_RELEASES):
+    for _ in range(20):
         await svc.end_txn(await svc.new_txn(0, 1000), TxnAction.COMMIT)
     ledgers = [x.ledger_id for x in svc.coordinator(0).log.ledger.ledgers()]
     assert first not in ledgers
