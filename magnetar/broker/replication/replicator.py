@@ -31,7 +31,7 @@ from magnetar.broker.replication.api import (
     producer_name,
 )
 from magnetar.clock import Clock
-from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedgerError, Position
+from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, ManagedLedgerError, Position
 
 log = logging.getLogger("magnetar.broker.replication")
 
@@ -49,6 +49,9 @@ class ReplicatedTopic(Protocol):
 
     @property
     def partition(self) -> int: ...
+
+    @property
+    def ledger(self) -> ManagedLedger: ...
 
 
 class ReplicatorState(enum.Enum):
@@ -189,6 +192,7 @@ class Replicator:
             except Exception as exc:
                 self._transition_to(ReplicatorState.DISCONNECTED)
                 log.warning("replicator %s: cannot reach the remote (%r); retry in %d ms", self, exc, delay_ms)
+                await self._note_oldest_unreplicated()
                 await self._pause(delay_ms)
                 delay_ms = min(delay_ms * 2, BACKOFF_MAX_MS)
                 continue
@@ -197,6 +201,9 @@ class Replicator:
                 await self._pump(producer)
             except (ManagedLedgerError, proto.ProtocolError) as exc:
                 log.error("replicator %s stops reading: %r", self, exc)
+                await self._pause(BACKOFF_MAX_MS)
+            except Exception:  # never let a bug end replication silently: log, back off, start over
+                log.exception("replicator %s failed; starting over", self)
                 await self._pause(BACKOFF_MAX_MS)
             finally:
                 await self._close_producer()
@@ -220,6 +227,15 @@ class Replicator:
         self._transition_to(ReplicatorState.CONNECTED)
         log.info("replicator %s connected", self)
         return producer
+
+    async def _note_oldest_unreplicated(self) -> None:
+        """While the remote is unreachable nothing is in flight: the delay is the first backlog entry's age."""
+        if self._oldest_unreplicated_ms is not None or self.backlog() == 0:
+            return
+        with contextlib.suppress(ManagedLedgerError, proto.ProtocolError):
+            first = self.topic.ledger.next_valid_position(self.cursor.mark_delete_position)
+            entry = await self.topic.ledger.read_entry(first)
+            self._oldest_unreplicated_ms = int(proto.parse_entry_metadata(entry.data).publish_time)
 
     async def _pause(self, delay_ms: float) -> None:
         jittered = delay_ms * (1 - 0.1 * random.random())
