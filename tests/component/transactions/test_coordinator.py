@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from magnetar.broker.errors import BrokerError
+from magnetar.broker.errors import BrokerError, NotAllowed
 from magnetar.broker.transactions import txn_log
 from magnetar.broker.transactions.api import (
     CoordinatorNotFound,
@@ -249,3 +249,22 @@ async def test_several_coordinators_number_their_txns(world: World) -> None:
     await svc.end_txn(txn, TxnAction.COMMIT)
     with pytest.raises(CoordinatorNotFound):
         svc.connect(3)
+
+
+async def test_active_limit_and_timeout_cap() -> None:
+    factory = LedgerFactory(MemoryLedgerStore(), MemoryMetadataStore(), clock=ManualClock())
+    settings = CoordinatorSettings(max_active=2, default_timeout_ms=5_000, max_timeout_ms=10_000, end_policy=FAST)
+    svc = TransactionCoordinatorService(settings, factory, FakeParticipants(), ManualClock())
+    await svc.start(timeout_loop=False)
+    try:
+        first = await svc.new_txn(0, 3_600_000)
+        meta = svc.coordinator(0).get(first)
+        assert meta.timeout_at_ms - meta.opened_ms == 10_000  # cut to transactionTimeoutMaxMillis
+        await svc.new_txn(0, 0)
+        with pytest.raises(NotAllowed, match="maxActiveTransactionsPerCoordinator"):
+            await svc.new_txn(0, 1_000)
+        await svc.end_txn(first, TxnAction.ABORT)
+        await svc.new_txn(0, 1_000)  # room again
+    finally:
+        await svc.close()
+        await factory.close()
