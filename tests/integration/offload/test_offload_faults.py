@@ -73,6 +73,17 @@ def uuid_of(context: dict[str, Any]) -> str:
     return next(p["value"] for p in context["driverMetadata"]["properties"] if p["key"] == "uuid")
 
 
+def offloaded_and_released(broker: BrokerProcess, local: str) -> list[dict[str, Any]]:
+    topic = f"persistent://public/default/{local}"
+    produce(broker, topic)
+    assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0
+    assert admin(broker, "topics", "offload-status", "-w", topic)[0] == 0
+    pattern = f"{local}: deleted the local copy of offloaded ledger"
+    assert broker.wait_for(lambda log: log.count(pattern) >= 2, WAIT_S), broker.log_text()[-3000:]
+    ledgers: list[dict[str, Any]] = internal_stats(broker, local)["ledgers"]
+    return ledgers
+
+
 def test_endpoint_down_during_offload_then_back(broker: BrokerProcess, gate: TcpGate, moto: MotoServer) -> None:
     local = f"down-{uuid.uuid4().hex[:6]}"
     topic = f"persistent://public/default/{local}"
@@ -108,11 +119,7 @@ def test_endpoint_down_during_offload_then_back(broker: BrokerProcess, gate: Tcp
 def test_endpoint_down_during_reads_delivers_nothing_then_resumes(broker: BrokerProcess, gate: TcpGate) -> None:
     local = f"reads-{uuid.uuid4().hex[:6]}"
     topic = f"persistent://public/default/{local}"
-    produce(broker, topic)
-    assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0
-    assert admin(broker, "topics", "offload-status", "-w", topic)[0] == 0
-    pattern = f"{local}: deleted the local copy of offloaded ledger"
-    assert broker.wait_for(lambda log: log.count(pattern) >= 2, WAIT_S), broker.log_text()[-3000:]
+    offloaded_and_released(broker, local)
     client = make_client(broker.url)
     try:
         gate.close()
@@ -185,17 +192,6 @@ def test_missing_bucket_is_named_at_start_and_in_the_status(moto: MotoServer, tm
             client.close()
     finally:
         proc.kill()
-
-
-def offloaded_and_released(broker: BrokerProcess, local: str) -> list[dict[str, Any]]:
-    topic = f"persistent://public/default/{local}"
-    produce(broker, topic)
-    assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0
-    assert admin(broker, "topics", "offload-status", "-w", topic)[0] == 0
-    pattern = f"{local}: deleted the local copy of offloaded ledger"
-    assert broker.wait_for(lambda log: log.count(pattern) >= 2, WAIT_S), broker.log_text()[-3000:]
-    ledgers: list[dict[str, Any]] = internal_stats(broker, local)["ledgers"]
-    return ledgers
 
 
 def test_deleted_object_and_corrupted_block_are_errors_never_data(broker: BrokerProcess, moto: MotoServer) -> None:
