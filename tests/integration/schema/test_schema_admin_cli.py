@@ -29,40 +29,40 @@ def ok(broker: BrokerProcess, *argv: str) -> str:
 
 
 def test_schema_verbs_round_trip(broker: BrokerProcess, tmp_path: Path) -> None:
-    topic = f"persistent://public/default/cli-schema-{uuid.uuid4().hex[:6]}"
+    local = f"cli-schema-{uuid.uuid4().hex[:6]}"
+    topic, rest = f"persistent://public/default/{local}", f"/admin/v2/schemas/public/default/{local}"
     ok(broker, "schemas", "extract", topic, "-c", "tests.integration.schema.records:Order", "-t", "avro")
     latest = json.loads(ok(broker, "schemas", "get", topic))
     assert latest["version"] == 0 and latest["type"] == "AVRO" and '"price"' in latest["data"]
     schema_file = tmp_path / "string.json"
-    schema_file.write_text(json.dumps({"type": "STRING", "schema": "", "properties": {"k": "v"}}))
+    payload = {"type": "STRING", "schema": "", "properties": {"k": "v"}}
+    schema_file.write_text(json.dumps(payload))
     refused = admin(broker, "schemas", "upload", topic, "-f", str(schema_file))
     assert refused.returncode == 1 and "HTTP 409" in refused.stderr  # FULL: AVRO cannot become STRING
-    check = json.loads(ok(broker, "schemas", "compatibility", topic, "-f", str(schema_file)))
-    assert check == {"compatibility": False, "schemaCompatibilityStrategy": "FULL"}
+    assert call(broker.web_url, "POST", rest + "/compatibility", payload) == (
+        202, {"compatibility": False, "schemaCompatibilityStrategy": "FULL"})
     assert json.loads(ok(broker, "schemas", "delete", topic)) == {"version": 1}
-    assert admin(broker, "schemas", "get", topic).returncode == 1  # deleted: 404
-    assert json.loads(ok(broker, "schemas", "upload", topic, "-f", str(schema_file))) == {"version": {"version": 2}}
-    by_version = json.loads(ok(broker, "schemas", "get", topic, "-v", "2"))
+    assert call(broker.web_url, "GET", rest + "/schema")[0] == 404  # deleted
+    assert call(broker.web_url, "POST", rest + "/schema", payload) == (200, {"version": {"version": 2}})
+    by_version = call(broker.web_url, "GET", rest + "/schema/2")[1]
     assert by_version["type"] == "STRING" and by_version["properties"] == {"k": "v"}
-    every = json.loads(ok(broker, "schemas", "get", topic, "-a"))
+    every = call(broker.web_url, "GET", rest + "/schemas")[1]
     assert [v["version"] for v in every["getSchemaResponses"]] == [2]  # the live versions, after the delete
-    assert json.loads(ok(broker, "schemas", "delete", topic, "-f")) == {"version": 2}
-    status, _ = call(broker.web_url, "GET", "/admin/v2/schemas/public/default/" + topic.rsplit("/", 1)[1] + "/schema")
-    assert status == 404
+    assert call(broker.web_url, "DELETE", rest + "/schema?force=true") == (200, {"version": 2})
+    assert call(broker.web_url, "GET", rest + "/schema")[0] == 404
 
 
 def test_namespace_schema_policy_verbs(broker: BrokerProcess) -> None:
     ns = f"public/cli-ns-{uuid.uuid4().hex[:6]}"
-    ok(broker, "namespaces", "create", ns)
-    assert ok(broker, "namespaces", "get-schema-compatibility-strategy", ns).strip() == '"UNDEFINED"'
+    base = f"/admin/v2/namespaces/{ns}"
+    assert call(broker.web_url, "PUT", base)[0] == 204
+    assert call(broker.web_url, "GET", base + "/schemaCompatibilityStrategy") == (200, "UNDEFINED")
     ok(broker, "namespaces", "set-schema-compatibility-strategy", ns, "-c", "backward_transitive")
     assert ok(broker, "namespaces", "get-schema-compatibility-strategy", ns).strip() == '"BACKWARD_TRANSITIVE"'
-    assert ok(broker, "namespaces", "get-is-allow-auto-update-schema", ns).strip() == "true"
+    assert call(broker.web_url, "GET", base + "/isAllowAutoUpdateSchema") == (200, True)
     ok(broker, "namespaces", "set-is-allow-auto-update-schema", ns, "--disable")
-    assert ok(broker, "namespaces", "get-is-allow-auto-update-schema", ns).strip() == "false"
-    ok(broker, "namespaces", "set-schema-validation-enforce", ns, "--enable")
-    assert ok(broker, "namespaces", "get-schema-validation-enforce", ns).strip() == "true"
-    policies = json.loads(ok(broker, "namespaces", "policies", ns))
+    assert call(broker.web_url, "POST", base + "/schemaValidationEnforced", True)[0] == 204
+    policies = call(broker.web_url, "GET", base)[1]
     assert policies["schema_compatibility_strategy"] == "BACKWARD_TRANSITIVE"
     assert policies["is_allow_auto_update_schema"] is False and policies["schema_validation_enforced"] is True
-    assert admin(broker, "namespaces", "set-schema-validation-enforce", ns).returncode == 2
+    assert call(broker.web_url, "POST", base + "/schemaValidationEnforced", "yes")[0] == 400
