@@ -14,6 +14,7 @@ from collections import deque
 from typing import Any
 
 from magnetar.broker.compaction import stats_json
+from magnetar.broker.compaction.service import compacted_ledger_json
 from magnetar.broker.compaction.view import CompactionRecord
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.policies.quota import backlog_bytes
@@ -279,7 +280,7 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
         "ledgers": [ledger_json(s) for s in summaries],
         "cursors": cursors,
         "schemaLedgers": [],
-        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False},
+        "compactedLedger": compacted_ledger_json(topic.compacted),
         "properties": dict(ledger.properties),
     }
 

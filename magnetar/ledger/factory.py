@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from magnetar.clock import Clock, SystemClock
@@ -22,7 +22,7 @@ from magnetar.ledger.api import (
     ManagedLedgerFactory,
 )
 from magnetar.ledger.cursor import ManagedCursor, SleepMs, asyncio_sleep_ms
-from magnetar.ledger.deletion import DeletionQueue, PendingDeleteLedger, copy_listed
+from magnetar.ledger.deletion import DeletionQueue, LedgerComponent, PendingDeleteLedger, copy_listed
 from magnetar.ledger.formats import CURSORS_SEGMENT, ROOT_KEY, decode_ledger, ledger_key
 from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.ledger.recovery import open_managed_ledger
@@ -30,6 +30,7 @@ from magnetar.metadata.api import MetadataError, MetadataStore
 from magnetar.storage.api import LedgerStore
 from magnetar.storage.offload.api import OffloadStore
 
+ComponentOwner = Callable[[PendingDeleteLedger], Awaitable[bool]]
 log = logging.getLogger("magnetar.ledger")
 
 #: Most metadata nodes ``list_names`` visits (a bound on the walk, far above any real namespace tree).
@@ -63,6 +64,7 @@ class LedgerFactory:
         self._opening: dict[str, asyncio.Task[ManagedLedgerImpl]] = {}
         self._closed = False
         self._deletion_queue: Callable[[str], DeletionQueue | None] = lambda _: None
+        self._component_owners: dict[LedgerComponent, ComponentOwner] = {}
 
     # ---- PIP-186 two-phase deletion ------------------------------------------------------------------------
 
@@ -78,9 +80,17 @@ class LedgerFactory:
         for ledger in self._open.values():
             ledger.cancel_background()
 
+    def set_component_owner(self, component: LedgerComponent, in_use: ComponentOwner) -> None:
+        """Ledgers of ``component`` kept outside the managed-ledger records (compacted ledgers) are answered
+        for by ``in_use``, which the service keeping them supplies."""
+        self._component_owners[component] = in_use
+
     async def ledger_in_use(self, request: PendingDeleteLedger) -> bool:
         """The owner's answer for PIP-186's second phase: does ``request.topic`` still use that copy?
         Asks the open managed ledger (after an open in progress finishes), else reads its record."""
+        owner = self._component_owners.get(request.component)
+        if owner is not None:
+            return await owner(request)
         name = request.topic
         task = self._opening.get(name)
         if task is not None:

@@ -284,6 +284,8 @@ class Standalone:
         service = LedgerDeletionService(self.ledgers, self.store, self.clock, config, offloaded)
         await service.start()
         self.broker.ledger_deletion = service
+        if self.broker.compaction is not None:
+            self.broker.compaction.use_two_phase_deletion(service.queue, self.ledgers, self.metadata)
         self._reclaim = asyncio.get_running_loop().create_task(service.reclaim_orphans(self.metadata))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

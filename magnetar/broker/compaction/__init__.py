@@ -10,6 +10,7 @@ What it owns:
 - ``entries``: keys and tombstones inside entries, per-message batch compaction, the compacted-ledger format.
 - ``service``: triggers (admin, threshold monitor), status, stats and metrics.
 - ``txn``: :class:`TxnFilter`, the hook transactions plug into (aborted entries, open transactions).
+- ``deleter``: the one path a compacted ledger leaves storage by (directly, or PIP-186's two phases).
 
 It meets the topic through ``PersistentTopic.compacted`` (a :class:`CompactedTopic` or None) and a few hook
 lines (subscribe, GET_LAST_MESSAGE_ID, stats); it never imports the topic, the dispatchers or the server.
@@ -31,7 +32,7 @@ from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.compaction.service import CompactionService, metric_values, stats_json, status_json
 from magnetar.broker.compaction.state import COMPACTION_CURSOR, CompactedView, is_compaction_cursor, referenced_ledgers
 from magnetar.broker.compaction.txn import NoTransactions, TxnFilter
-from magnetar.broker.compaction.view import CompactedTopic, ViewMessage, delete_compacted_ledger
+from magnetar.broker.compaction.view import CompactedTopic, ViewMessage
 from magnetar.broker.deletion.audit import register_references
 
 register_references(referenced_ledgers)  # compacted ledgers live outside the managed-ledger records
@@ -45,7 +46,6 @@ __all__ = [
     "NoTransactions",
     "TxnFilter",
     "ViewMessage",
-    "delete_compacted_ledger",
     "is_compaction_cursor",
     "metric_values",
     "stats_json",

@@ -31,7 +31,7 @@ from magnetar.broker.compaction.state import (
     CompactedView,
     switch_properties,
 )
-from magnetar.broker.compaction.view import CompactedTopic, delete_compacted_ledger
+from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedgerError, Position
 from magnetar.storage.api import StorageError
@@ -167,8 +167,8 @@ async def _append_all(topic: CompactedTopic, ledger_id: int, datas: list[bytes],
 async def _abandon(topic: CompactedTopic, cursor: Cursor, ledger_id: int) -> None:
     """A failed pass 2: its ledger goes, and nothing refers to it any more."""
     try:
-        await delete_compacted_ledger(topic.store, ledger_id)
         await cursor.set_properties({PENDING_PROPERTY: NONE})
+        await topic.delete_ledger(ledger_id)
     except Exception:  # best effort: a restart's recovery deletes it otherwise
         log.exception("%s: cleaning up compacted ledger %d failed", topic.name, ledger_id)
 
@@ -183,4 +183,4 @@ async def _switch(topic: CompactedTopic, cursor: Cursor, old: CompactedView | No
         await cursor.flush()
     if old is not None:
         for ledger_id in topic.retire(old.ledger_id):
-            await delete_compacted_ledger(topic.store, ledger_id)
+            await topic.delete_ledger(ledger_id)

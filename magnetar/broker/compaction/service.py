@@ -16,12 +16,21 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from magnetar.broker.compaction.compactor import CompactionResult, compact
+from magnetar.broker.compaction.deleter import (
+    CompactedLedgerDeleter,
+    DirectDeleter,
+    TwoPhaseDeleter,
+    compacted_ledger_in_use,
+)
 from magnetar.broker.compaction.txn import TxnFilter
 from magnetar.broker.compaction.view import CompactedTopic, CompactionRecord
 from magnetar.broker.errors import Conflict
 from magnetar.broker.names import NamespaceName
 from magnetar.clock import Clock
 from magnetar.ledger.api import ManagedLedger
+from magnetar.ledger.deletion import DeletionQueue, LedgerComponent
+from magnetar.ledger.factory import LedgerFactory
+from magnetar.metadata.api import MetadataStore
 from magnetar.storage.api import LedgerStore
 
 log = logging.getLogger("magnetar.broker.compaction")
@@ -56,6 +65,7 @@ class CompactionService:
         self._max_message_size = max_message_size
         self._sleep_s = sleep_s
         self.txn_filter: TxnFilter | None = None  # the transaction buffer plugs in here
+        self._deleter: CompactedLedgerDeleter = DirectDeleter(store)
         self._running: dict[str, asyncio.Task[CompactionResult | None]] = {}
         self._monitor: asyncio.Task[None] | None = None
 
@@ -64,11 +74,20 @@ class CompactionService:
     async def attach(self, name: str, ledger: ManagedLedger, txn: TxnFilter | None = None) -> CompactedTopic:
         """``txn``: the topic's transaction filter (aborted entries, open transactions), if it has one."""
         topic = CompactedTopic(name, ledger, self.store, max_message_size=self._max_message_size,
-                               txn=txn or self.txn_filter)
+                               txn=txn or self.txn_filter, deleter=self._deleter)
         await topic.recover()
         if topic.needs_rerun:
             self.trigger(topic)
         return topic
+
+    def use_two_phase_deletion(self, queue: DeletionQueue, ledgers: LedgerFactory, metadata: MetadataStore) -> None:
+        """PIP-186: compacted ledgers leave through the deletion topics; the deletion service asks the
+        ``__compaction`` cursor whether one is still used."""
+        self._deleter = TwoPhaseDeleter(queue)
+        for _, topic in self._loaded():
+            topic.deleter = self._deleter
+        ledgers.set_component_owner(LedgerComponent.COMPACTED_LEDGER,
+                                    lambda request: compacted_ledger_in_use(metadata, request))
 
     async def detach(self, topic: CompactedTopic, *, delete: bool) -> None:
         """The topic is unloaded (or deleted, with its compacted ledgers)."""
@@ -178,6 +197,15 @@ def stats_json(record: CompactionRecord) -> dict[str, Any]:
         "lastCompactionFailedTimestamp": record.failed_timestamp_ms,
         "lastCompactionDurationTimeInMills": record.duration_ms,
     }
+
+
+def compacted_ledger_json(topic: CompactedTopic | None) -> dict[str, Any]:
+    """The ``compactedLedger`` block of internal stats."""
+    view = topic.view if topic is not None else None
+    if view is None:
+        return {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False}
+    return {"ledgerId": view.ledger_id, "entries": view.entries, "size": -1, "offloaded": False,
+            "underReplicated": False}
 
 
 #: Pulsar's per-topic compaction metrics (gauges, as Pulsar exposes them): name -> help

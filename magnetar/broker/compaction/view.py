@@ -8,7 +8,7 @@ or after a position (binary search: positions grow along the compacted ledger), 
 the horizon. :meth:`CompactedTopic.latest_values` folds that stream into a dict (the in-process API).
 
 A compacted ledger that a stream is still reading is deleted only when the stream ends; every deletion goes
-through :func:`delete_compacted_ledger`.
+through :meth:`CompactedTopic.delete_ledger` (directly, or two-phase: see ``deleter``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from magnetar import protocol as proto
 from magnetar.broker.compaction.cursor import CompactedCursor
+from magnetar.broker.compaction.deleter import CompactedLedgerDeleter, DirectDeleter
 from magnetar.broker.compaction.entries import (
     CompactedEntry,
     CompactedEntryError,
@@ -29,6 +30,7 @@ from magnetar.broker.compaction.entries import (
 )
 from magnetar.broker.compaction.state import (
     COMPACTION_CURSOR,
+    LEDGER_PROPERTY,
     NO_MESSAGE,
     NONE,
     PENDING_PROPERTY,
@@ -40,20 +42,10 @@ from magnetar.broker.compaction.state import (
 )
 from magnetar.broker.compaction.txn import NoTransactions, TxnFilter, is_transactional
 from magnetar.ledger.api import Cursor, InitialPosition, ManagedLedger, Position
-from magnetar.storage.api import LedgerNotFound, LedgerStore
+from magnetar.storage.api import LedgerStore
 
 log = logging.getLogger("magnetar.broker.compaction")
 
-
-
-async def delete_compacted_ledger(store: LedgerStore, ledger_id: int) -> None:
-    """The one way a compacted ledger leaves storage (a later two-phase deletion routes it elsewhere).
-    Deleting one that is already gone is fine: recovery retries deletions a crash interrupted."""
-    try:
-        await store.delete(ledger_id)
-    except LedgerNotFound:
-        return
-    log.info("deleted compacted ledger %d", ledger_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +84,14 @@ class CompactedTopic:
         *,
         max_message_size: int,
         txn: TxnFilter | None = None,
+        deleter: CompactedLedgerDeleter | None = None,
     ) -> None:
         self.name = name
         self.ledger = ledger
         self.store = store
         self.max_message_size = max_message_size
         self.txn: TxnFilter = txn or NoTransactions()
+        self.deleter: CompactedLedgerDeleter = deleter or DirectDeleter(store)
         self.view: CompactedView | None = None
         self.record = CompactionRecord()
         self.needs_rerun = False  # a compaction was interrupted by a crash: run it again
@@ -116,14 +110,14 @@ class CompactedTopic:
         current = self.view.ledger_id if self.view is not None else NONE
         pending = props.get(PENDING_PROPERTY, NONE)
         if pending not in (NONE, current):
-            await delete_compacted_ledger(self.store, pending)
-            await cursor.set_properties({PENDING_PROPERTY: NONE})
+            await cursor.set_properties({PENDING_PROPERTY: NONE})  # first: a two-phase owner check then says "unused"
+            await self.delete_ledger(pending)
         if props.get(RUNNING_PROPERTY, 0):
             log.warning("%s: a compaction was interrupted; it runs again", self.name)
             self.needs_rerun = True
         retired = props.get(RETIRED_PROPERTY, NONE)
         if retired not in (NONE, current):
-            await delete_compacted_ledger(self.store, retired)
+            await self.delete_ledger(retired)
         if self.view is not None and cursor.mark_delete_position < self.view.horizon:
             cursor.acknowledge_cumulative(self.view.horizon)  # the switch's last step, if a crash cut it
 
@@ -134,6 +128,14 @@ class CompactedTopic:
             return existing
         return await self.ledger.open_cursor(COMPACTION_CURSOR, InitialPosition.EARLIEST)
 
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """The one way a compacted ledger of this topic leaves storage."""
+        if await self.deleter.delete(self.ledger.name, ledger_id):
+            log.info("%s: compacted ledger %d deleted or queued for deletion", self.name, ledger_id)
+        else:
+            log.warning("%s: compacted ledger %d not queued for deletion; retried when the topic loads", self.name,
+                        ledger_id)
+
     def retire(self, ledger_id: int) -> list[int]:
         """Ledgers to delete now for a ledger the switch replaced (none while a stream still reads it)."""
         if self._streams.get(ledger_id, 0) > 0:
@@ -142,15 +144,17 @@ class CompactedTopic:
         return [ledger_id]
 
     async def delete_all(self) -> None:
-        """The topic is being deleted: its compacted ledgers go too."""
+        """The topic is being deleted: its compacted ledgers go too (unnamed first, so a two-phase owner
+        check finds them unused)."""
         cursor = self.ledger.cursors.get(COMPACTION_CURSOR)
         if cursor is None:
             return
-        for key in ("CompactedTopicLedger", PENDING_PROPERTY, RETIRED_PROPERTY):
-            ledger_id = cursor.properties.get(key, NONE)
-            if ledger_id != NONE:
-                await delete_compacted_ledger(self.store, ledger_id)
+        slots = (LEDGER_PROPERTY, PENDING_PROPERTY, RETIRED_PROPERTY)
+        ledger_ids = {cursor.properties.get(key, NONE) for key in slots} - {NONE}
+        await cursor.set_properties(dict.fromkeys(slots, NONE))
         self.view = None
+        for ledger_id in sorted(ledger_ids):
+            await self.delete_ledger(ledger_id)
 
     # ---- reading the compacted ledger ----------------------------------------------------------------
 
@@ -206,7 +210,7 @@ class CompactedTopic:
         self._streams.pop(ledger_id, None)
         if ledger_id in self._deferred:
             self._deferred.discard(ledger_id)
-            await delete_compacted_ledger(self.store, ledger_id)
+            await self.delete_ledger(ledger_id)
 
     async def visible(
         self, entry: CompactedEntry, *, bodies: bool = True

@@ -228,3 +228,26 @@ def test_partitioned_topic_compacts_every_partition(broker: BrokerProcess, clien
     assert got == {f"k{i}": f"v{24 + i}".encode() for i in range(6)}
     with pytest.raises(pulsar.Timeout):
         consumer.receive(300)
+
+
+def test_replaced_compacted_ledgers_leave_through_two_phase_deletion(
+    broker: BrokerProcess, client: pulsar.Client
+) -> None:
+    topic = _topic("two-phase")
+    producer = client.create_producer(topic)
+    _send(producer, [("a", b"1"), ("a", b"2")])
+    compact(broker, topic)
+    first = call(broker.web_url, "GET", topic_path(topic) + "/internalStats")[1]["compactedLedger"]["ledgerId"]
+    _send(producer, [("a", b"3")])
+    compact(broker, topic)
+    internal = call(broker.web_url, "GET", topic_path(topic) + "/internalStats")[1]
+    second = internal["compactedLedger"]["ledgerId"]
+    assert first != second >= 0
+    assert internal["cursors"]["__compaction"]["properties"]["CompactedTopicLedger"] == second
+    body = {"ledgerComponent": "COMPACTED_LEDGER", "cursorName": "__compaction"}
+    # the deletion service's owner check: the view's ledger is in use, the replaced one is not (and is gone)
+    assert call(broker.web_url, "DELETE", f"{topic_path(topic)}/ledger/{second}", body)[0] == 409
+    assert call(broker.web_url, "DELETE", f"{topic_path(topic)}/ledger/{first}", body)[0] == 204
+    audit = call(broker.web_url, "GET", "/admin/v2/broker-stats/ledger-audit")[1]
+    assert not [o for o in audit["orphans"] if o["ledgerId"] in (first, second)]
+    assert key_values(read_all(_compacted_reader(client, topic))) == [("a", b"3")]
