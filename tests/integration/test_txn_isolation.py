@@ -7,7 +7,6 @@ plain messages published after an open transaction's first message wait until it
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 
 import pulsar
@@ -16,14 +15,10 @@ import pytest
 from magnetar.client import Client
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.client.conftest import topic_name
 from tests.integration.txn_helpers import RECEIVE_MS, assert_quiet, receive_all
 
 pytestmark = pytest.mark.integration
-
-
-
-def topic_name(prefix: str) -> str:
-    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture

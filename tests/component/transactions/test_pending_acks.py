@@ -164,6 +164,16 @@ async def test_pending_acks_and_open_txns_survive_an_unclean_restart(tmp_path: P
         await peer.close()
 
 
+async def pending_ack_on_sub(standalone: Standalone, registry: FakeRegistry) -> WirePeer:
+    """One message on TOPIC, received by a Shared consumer (id 7) of "sub" and acked in an open txn."""
+    await produce(standalone, b"m0")
+    consumer = await WirePeer.connect(standalone.broker_port)
+    await subscribe(consumer, TOPIC, sub_type=SHARED)
+    [(_, id0)] = await received(consumer, 1)
+    assert not (await ack(consumer, 7, id0, acking_txn(registry), 1)).HasField("error")
+    return consumer
+
+
 async def test_unsubscribe_and_topic_deletion_remove_the_transaction_state(
     standalone: Standalone, registry: FakeRegistry
 ) -> None:
@@ -172,11 +182,7 @@ async def test_unsubscribe_and_topic_deletion_remove_the_transaction_state(
     from magnetar.broker.transactions.pending_ack_log import pending_ack_topic
     from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
 
-    await produce(standalone, b"m0")
-    consumer = await WirePeer.connect(standalone.broker_port)
-    await subscribe(consumer, TOPIC, sub_type=SHARED)
-    [(_, id0)] = await received(consumer, 1)
-    assert not (await ack(consumer, 7, id0, acking_txn(registry), 1)).HasField("error")
+    consumer = await pending_ack_on_sub(standalone, registry)
     ledgers, name = standalone.broker.ledgers, TopicName.parse(TOPIC)
     log_name = pending_ack_topic(name, "sub").managed_ledger_name
     assert await ledgers.exists(log_name)
@@ -202,11 +208,7 @@ async def test_deleting_an_unloaded_topic_removes_its_pending_ack_logs(
     from magnetar.broker.names import TopicName
     from magnetar.broker.transactions.pending_ack_log import pending_ack_topic
 
-    await produce(standalone, b"m0")
-    consumer = await WirePeer.connect(standalone.broker_port)
-    await subscribe(consumer, TOPIC, sub_type=SHARED)
-    [(_, id0)] = await received(consumer, 1)
-    assert not (await ack(consumer, 7, id0, acking_txn(registry), 1)).HasField("error")
+    consumer = await pending_ack_on_sub(standalone, registry)
     await consumer.close()
     name, admin = TopicName.parse(TOPIC), BrokerAdmin(standalone.broker)
     await admin.unload(name)
