@@ -11,9 +11,10 @@ from typing import Any, Protocol
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
-from magnetar.broker.policies.quota import QuotaPolicy, backlog_bytes, quota_refusal
+from magnetar.broker.policies.quota import BacklogQuota, QuotaPolicy, backlog_bytes, quota_refusal
 from magnetar.broker.policies.store import TopicPolicyStore, effective_dedup, effective_quota
 from magnetar.broker.retention import namespace_policies
+from magnetar.ledger.api import Position
 from magnetar.metadata import api as md
 
 log = logging.getLogger("magnetar.broker.policies")
@@ -64,8 +65,11 @@ class PolicyService:
     async def dedup_enabled(self, topic: TopicName) -> bool:
         return effective_dedup(self._broker.config, *await self._both(topic))
 
+    async def quota(self, topic: QuotaTopic) -> BacklogQuota | None:
+        return effective_quota(*await self._both(topic.name))
+
     async def producer_refusal(self, topic: QuotaTopic) -> BrokerError | None:
-        quota = effective_quota(*await self._both(topic.name))
+        quota = await self.quota(topic)
         return quota_refusal(quota, topic_backlog_bytes(topic), str(topic.name)) if quota is not None else None
 
     def start(self) -> None:
@@ -88,15 +92,48 @@ class PolicyService:
                 log.exception("backlog quota pass failed")
 
     async def enforce_once(self) -> int:
-        """Close the producers of topics over a producer-blocking quota; returns the topics affected."""
+        """Over a quota: close the producers (producer_* policies) or move the subscriptions past the oldest
+        entries (consumer_backlog_eviction). Returns the topics acted on."""
         affected = 0
         for topic in self._broker.quota_topics()[:TOPICS_PER_PASS_MAX]:
-            refusal = await self.producer_refusal(topic)
-            if refusal is not None and getattr(topic, "producers", None):
-                log.info("%s: %s; closing its producers", topic.name, refusal)
+            quota = await self.quota(topic)
+            if quota is None or quota.limit_size < 0 or topic_backlog_bytes(topic) <= quota.limit_size:
+                continue
+            if quota.policy is QuotaPolicy.CONSUMER_BACKLOG_EVICTION:
+                affected += 1 if evict(topic, quota.limit_size) else 0
+            elif getattr(topic, "producers", None):
+                log.info("%s: backlog quota exceeded; closing its producers", topic.name)
                 await topic.disconnect_clients(consumers=False)
                 affected += 1
         return affected
+
+
+def _newest(ledger: Any, nth: int) -> Position | None:
+    """The nth newest stored entry (from 1), over the ledgers' entry counts."""
+    for summary in reversed([x for x in ledger.ledgers() if x.entries > 0]):
+        if nth <= summary.entries:
+            return Position(summary.ledger_id, summary.entries - nth)
+        nth -= summary.entries
+    return None
+
+
+def evict(topic: QuotaTopic, limit_bytes: int) -> int:
+    """consumer_backlog_eviction: acknowledge, on each durable subscription over the limit, everything but
+    the newest entries that fit in it. Returns the subscriptions moved."""
+    ledger = topic.ledger
+    entries, size = ledger.number_of_entries(), ledger.total_size_bytes()
+    if entries <= 0 or size <= 0:
+        return 0
+    keep = limit_bytes * entries // size
+    moved = 0
+    for sub in topic.subscriptions.values():
+        if sub.durable and sub.cursor.backlog_entries() > keep:
+            last_dropped = _newest(ledger, keep + 1)
+            if last_dropped is not None:
+                sub.cursor.acknowledge_cumulative(last_dropped)
+                moved += 1
+                log.info("%s: backlog quota evicted subscription %s up to %s", topic.name, sub.name, last_dropped)
+    return moved
 
 
 __all__ = ["PolicyService", "QuotaPolicy", "topic_backlog_bytes"]

@@ -182,3 +182,27 @@ def test_lookup_unload_and_broker_endpoints(broker: BrokerProcess) -> None:
     assert call(broker.web_url, "GET", "/admin/v2/broker-stats/load-report")[1]["name"] == host
     assert isinstance(call(broker.web_url, "GET", "/admin/v2/broker-stats/metrics")[1], list)
     assert call(broker.web_url, "GET", "/admin/v2/brokers/no-such-cluster")[0] == 404
+
+
+def test_backlog_quota_eviction_moves_slow_subscriptions(broker: BrokerProcess) -> None:
+    ns = namespace(broker)
+    c = make_client(broker.url)
+    try:
+        c.subscribe(f"persistent://{ns}/evict", "slow")
+        producer = c.create_producer(f"persistent://{ns}/evict", batching_enabled=False)
+        for _ in range(40):
+            producer.send(b"x" * 100)
+        quota = {"limitSize": 1024, "limitTime": -1, "policy": "consumer_backlog_eviction"}
+        assert call(broker.web_url, "POST", f"/admin/v2/namespaces/{ns}/backlogQuota", quota)[0] == 204
+        producer.send(b"still allowed")  # eviction never blocks producers
+        stats: dict[str, object] = {}
+        deadline = time.monotonic() + POLL_S  # the monitor (every 1 s here) moves the subscription
+        while time.monotonic() < deadline:
+            stats = call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}/evict/stats")[1]
+            if stats["backlogSize"] <= 1024:  # type: ignore[operator]
+                break
+            time.sleep(0.1)  # poll, bounded by POLL_S
+        assert 0 < stats["backlogSize"] <= 1024  # type: ignore[operator]
+        assert 0 < stats["subscriptions"]["slow"]["msgBacklog"] < 41  # type: ignore[index]
+    finally:
+        c.close()
