@@ -105,6 +105,9 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+#: Pulsar's names match case-insensitively; google-cloud-storage and azureblob are not offered here
+_OFFLOAD_DRIVERS = _choice("", "filesystem", "aws-s3", "s3")
+
 # key -> (section, field, parse, scale)
 _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "bindAddress": ("settings", "bind_address", _str, 1),
@@ -226,7 +229,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "authorizationEnabled": ("security", "authorization_enabled", _bool, 1),
     "superUserRoles": ("security", "super_user_roles", _list, 1),
     # tiered storage: Pulsar's generic names and the older s3ManagedLedgerOffload* ones
-    "managedLedgerOffloadDriver": ("offload", "driver", _choice("", "filesystem", "aws-s3", "s3"), 1),
+    "managedLedgerOffloadDriver": ("offload", "driver", lambda t: _OFFLOAD_DRIVERS(t.lower()), 1),
     "managedLedgerOffloadBucket": ("offload", "bucket", _str, 1),
     "s3ManagedLedgerOffloadBucket": ("offload", "bucket", _str, 1),
     "managedLedgerOffloadRegion": ("offload", "region", _str, 1),

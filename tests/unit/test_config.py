@@ -60,3 +60,25 @@ def test_malformed_inputs_are_refused(tmp_path: Path) -> None:
         read_file(bad)
     with pytest.raises(ConfigError):
         read_file(tmp_path / "missing.conf")
+
+
+def test_tiered_storage_keys_with_pulsars_names() -> None:
+    from magnetar.config import ConfigError, build_settings
+
+    settings = build_settings({
+        "managedLedgerOffloadDriver": "S3", "s3ManagedLedgerOffloadBucket": "b",
+        "s3ManagedLedgerOffloadRegion": "eu-west-1", "managedLedgerOffloadServiceEndpoint": "http://127.0.0.1:9000",
+        "managedLedgerOffloadMaxBlockSizeInBytes": "1048576", "s3ManagedLedgerOffloadReadBufferSizeInBytes": "4096",
+        "managedLedgerOffloadAutoTriggerSizeThresholdBytes": "0", "managedLedgerOffloadDeletionLagMs": "1000",
+    })
+    offload = settings.broker.offload
+    assert (offload.driver, offload.bucket, offload.region, offload.service_endpoint) == (
+        "s3", "b", "eu-west-1", "http://127.0.0.1:9000")
+    assert (offload.max_block_size_bytes, offload.read_buffer_size_bytes) == (1048576, 4096)
+    assert settings.broker.managed_ledger_offload_auto_trigger_size_threshold_bytes == 0
+    assert settings.broker.managed_ledger_offload_deletion_lag_ms == 1000
+    assert build_settings({"fileSystemURI": "file:///data/offload"}).broker.offload.filesystem_uri
+    import pytest
+
+    with pytest.raises(ConfigError, match="managedLedgerOffloadDriver"):
+        build_settings({"managedLedgerOffloadDriver": "google-cloud-storage"})
