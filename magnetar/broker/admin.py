@@ -29,7 +29,7 @@ from magnetar.broker.errors import (
     ServiceNotReady,
     TopicNotFound,
 )
-from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.names import NamespaceName, TopicName, valid_segment
 from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.replication.service import stop_replicators
 from magnetar.broker.service import PARTITIONS_MAX, BrokerService, namespace_key, partitioned_topic_key
@@ -117,6 +117,8 @@ class BrokerAdmin:
         return await self._children(CLUSTERS)
 
     async def cluster(self, name: str) -> dict[str, Any]:
+        if not valid_segment(name):
+            raise NotFound("Cluster does not exist")
         record = await self._get(f"{CLUSTERS}/{name}")
         if record is None:
             raise NotFound("Cluster does not exist")
@@ -436,7 +438,8 @@ def message_id_json(position: Position, partition: int) -> dict[str, int]:
 def parse_topic(domain: str, tenant: str, namespace: str, encoded: str) -> TopicName:
     """A topic from the path segments of an admin URL (the local name arrives URL-encoded)."""
     try:
-        return TopicName.parse(f"{domain}://{tenant}/{namespace}/{urllib.parse.unquote(encoded)}")
+        # the framework decoded the path once; decoding again would let "%2541" name topic "A"
+        return TopicName.parse(f"{domain}://{tenant}/{namespace}/{encoded}")
     except InvalidTopicName as exc:
         raise InvalidRequest(str(exc)) from exc
 

@@ -15,7 +15,7 @@ from magnetar import protocol as proto
 from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import Conflict, InvalidRequest, MethodNotAllowed, NotFound, PreconditionFailed
-from magnetar.broker.names import TopicName
+from magnetar.broker.names import TopicName, valid_subscription_name
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
@@ -88,7 +88,7 @@ class SubscriptionAdmin:
 
     async def create(self, topic: TopicName, name: str, body: Any, *, replicated: bool) -> None:
         position, excluded = parse_message_id(body)
-        if not name or len(name) > 1024:
+        if not valid_subscription_name(name):
             raise InvalidRequest("Invalid subscription name")
         _check_not_reserved(name)
         targets = await self.admin.targets(topic)

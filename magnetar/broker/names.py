@@ -14,10 +14,30 @@ from dataclasses import dataclass
 
 from magnetar.broker.errors import InvalidTopicName
 
-_SEGMENT = re.compile(r"^[A-Za-z0-9_\-=:.]+$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_\-=:.]+")  # used with fullmatch: a trailing newline does not pass
 PARTITION_SUFFIX = "-partition-"
 DOMAINS = ("persistent", "non-persistent")
+# Every name ends up in metadata keys of at most 4,096 characters (``/managed-ledgers/<tenant>/<ns>/
+# persistent/<encoded local>/<encoded cursor>``), so each part is bounded in its stored (URL-encoded) form.
+SEGMENT_CHARS_MAX = 128  # a tenant, namespace or cluster name
 LOCAL_NAME_CHARS_MAX = 1024
+LOCAL_NAME_ENCODED_CHARS_MAX = 1500  # 1,024 x "e-acute" is 6,144 encoded characters: refused
+SUBSCRIPTION_NAME_CHARS_MAX = 1024
+SUBSCRIPTION_NAME_ENCODED_CHARS_MAX = 2048
+_DOT_NAMES = (".", "..")
+
+
+def valid_segment(text: str) -> bool:
+    """A tenant, namespace or cluster name: Pulsar's characters, bounded, not ``.`` or ``..``."""
+    return len(text) <= SEGMENT_CHARS_MAX and text not in _DOT_NAMES and _SEGMENT.fullmatch(text) is not None
+
+
+def valid_subscription_name(name: str) -> bool:
+    return (
+        0 < len(name) <= SUBSCRIPTION_NAME_CHARS_MAX
+        and len(urllib.parse.quote(name, safe="")) <= SUBSCRIPTION_NAME_ENCODED_CHARS_MAX
+        and not any(ord(c) < 0x20 for c in name)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +48,7 @@ class NamespaceName:
     @classmethod
     def parse(cls, text: str) -> NamespaceName:
         parts = text.split("/")
-        if len(parts) != 2 or not all(_SEGMENT.match(p) for p in parts):
+        if len(parts) != 2 or not all(valid_segment(p) for p in parts):
             raise InvalidTopicName(f"Invalid namespace name: {text!r}")
         return cls(parts[0], parts[1])
 
@@ -63,10 +83,15 @@ class TopicName:
         if len(parts) != 3 or not parts[2]:
             raise InvalidTopicName(f"Invalid topic name {text!r}: expected {domain}://tenant/namespace/topic")
         tenant, namespace, local = parts
-        if not _SEGMENT.match(tenant) or not _SEGMENT.match(namespace):
-            raise InvalidTopicName(f"Invalid tenant or namespace in topic name {text!r}")
-        if len(local) > LOCAL_NAME_CHARS_MAX or any(ord(c) < 0x20 for c in local):
-            raise InvalidTopicName(f"Invalid local topic name in {text!r}")
+        if not valid_segment(tenant) or not valid_segment(namespace):
+            raise InvalidTopicName(f"Invalid tenant or namespace in topic name {text[:200]!r}")
+        if (
+            len(local) > LOCAL_NAME_CHARS_MAX
+            or local in _DOT_NAMES
+            or any(ord(c) < 0x20 for c in local)
+            or len(urllib.parse.quote(local, safe="")) > LOCAL_NAME_ENCODED_CHARS_MAX
+        ):
+            raise InvalidTopicName(f"Invalid local topic name in {text[:200]!r}")
         return cls(domain, tenant, namespace, local)
 
     def __str__(self) -> str:

@@ -74,3 +74,38 @@ class HttpConnectionReaper:
         if transport is not None:
             transport.close()
         self._idle_since.pop(id(handler), None)
+
+
+class _BadRequestLogFilter(logging.Filter):
+    """aiohttp logs every malformed request with a traceback; keep one short line per interval."""
+
+    def __init__(self, interval_s: float) -> None:
+        super().__init__()
+        self._interval_s = interval_s
+        self._next_s = 0.0
+        self._suppressed = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now < self._next_s:
+            self._suppressed += 1
+            return False
+        self._next_s = now + self._interval_s
+        if record.exc_info and record.exc_info[1] is not None:
+            summary = str(record.exc_info[1]).splitlines()[0] if str(record.exc_info[1]) else ""
+            record.msg = f"{record.getMessage()}: {type(record.exc_info[1]).__name__} {summary}"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+        if self._suppressed:
+            record.msg = f"{record.getMessage()} ({self._suppressed} similar lines suppressed)"
+            record.args = ()
+            self._suppressed = 0
+        return True
+
+
+def limit_bad_request_logging(interval_s: float = 10.0) -> None:
+    """Install (once) the rate limit on aiohttp's per-request error log."""
+    server_log = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, _BadRequestLogFilter) for f in server_log.filters):
+        server_log.addFilter(_BadRequestLogFilter(interval_s))

@@ -42,7 +42,7 @@ from magnetar.server.auth.revalidate import PermissionWatcher
 from magnetar.server.auth.tls import CertReloader
 from magnetar.server.connection import ServerConnection
 from magnetar.server.handlers import Handler, dispatch_table
-from magnetar.server.http_limits import HttpConnectionReaper
+from magnetar.server.http_limits import HttpConnectionReaper, limit_bad_request_logging
 from magnetar.server.limits import ConnectionLimiter
 from magnetar.server.web import web_app
 from magnetar.storage.api import LedgerStore, StorageError
@@ -152,6 +152,8 @@ class Standalone:
                 return
             try:
                 await self._serve(reader, writer, handlers)
+            except asyncio.CancelledError:
+                pass  # stop() cancels connection tasks; asyncio's stream callback would log it as an error
             finally:
                 limiter.release(address)
 
@@ -199,6 +201,7 @@ class Standalone:
         self.http_reaper = HttpConnectionReaper(self.runner.server, request_timeout_s=timeout_s,
                                                 connections_max=s.broker.max_http_server_connections)
         self.http_reaper.start()
+        limit_bad_request_logging()
         if s.web_port is not None:
             self.web_port = await self._site(s.web_port, None, "webServicePort (--web-port)")
         if self.security.tls is not None and self.web_port_tls is not None:

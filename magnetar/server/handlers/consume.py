@@ -14,7 +14,7 @@ from magnetar import protocol as proto
 from magnetar.broker.authorization import AuthAction
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.errors import ConsumerBusy, ConsumerNotFound, NotAllowed
-from magnetar.broker.names import TopicName
+from magnetar.broker.names import TopicName, valid_subscription_name
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.ledger.api import InitialPosition, Position
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from magnetar.server.handlers import Handler
 
 T = proto.pb.BaseCommand
-SUBSCRIPTION_NAME_CHARS_MAX = 1024
 READER_SEEKS_MAX = 10_000  # pending reader seeks per topic (each is popped when the reader resubscribes)
 
 
@@ -112,7 +111,7 @@ async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: mem
             conn.send_frame(proto.encode_command(proto.commands.success(req.request_id)))
             return
         raise ConsumerBusy(f"Consumer id {req.consumer_id} is already used on this connection")
-    if not req.subscription or len(req.subscription) > SUBSCRIPTION_NAME_CHARS_MAX:
+    if not valid_subscription_name(req.subscription):
         raise NotAllowed("Invalid subscription name")
     if req.subType not in SubType.LABELS:
         raise NotAllowed(f"Unknown subscription type {req.subType}")
