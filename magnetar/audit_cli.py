@@ -11,13 +11,14 @@ import json
 import sys
 from pathlib import Path
 
-from magnetar.broker.deletion.audit import AuditReport, audit
+from magnetar.broker.deletion.audit import AuditReport, StoppedOwners, audit
 from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.service import LedgerDeletionService
 from magnetar.clock import SystemClock
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.sqlite import SqliteMetadataStore
 from magnetar.storage.embedded import EmbeddedLedgerStore
+from magnetar.storage.inspect import DirectoryLedgerReader
 
 DRAIN_TIMEOUT_S = 120.0
 
@@ -34,11 +35,15 @@ def add_audit_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]
 
 async def audit_data_dir(data_dir: Path, *, fix: bool, parallelism: int) -> AuditReport:
     metadata = SqliteMetadataStore(data_dir / "metadata.db")
+    if not fix:  # read-only: the directory's files as they are, no lock, no recovery
+        try:
+            return await audit(metadata, DirectoryLedgerReader(data_dir / "ledgers"), StoppedOwners(metadata),
+                               live=False)
+        finally:
+            await metadata.close()
     store = await EmbeddedLedgerStore.open(data_dir / "ledgers", journal_sync_data=True)
     factory = LedgerFactory(store, metadata, clock=SystemClock())
     try:
-        if not fix:
-            return await audit(metadata, store, factory, live=False)
         service = LedgerDeletionService(factory, store, SystemClock(), DeletionConfig(parallelism=parallelism))
         await service.start()
         try:

@@ -37,6 +37,29 @@ log = logging.getLogger("magnetar.ledger")
 LIST_NODES_MAX = 1_000_000
 
 
+async def list_managed_ledgers(metadata: MetadataStore) -> list[str]:
+    """Every managed ledger with a record in ``metadata``, walking the key tree under /managed-ledgers."""
+    names: list[str] = []
+    stack: list[tuple[str, bool]] = [("", False)]  # (relative path, is a managed ledger)
+    for _ in range(LIST_NODES_MAX):
+        if not stack:
+            break
+        path, is_ledger = stack.pop()
+        try:
+            children = await metadata.children(f"{ROOT_KEY}/{path}" if path else ROOT_KEY)
+            for child in children:
+                if is_ledger and child == CURSORS_SEGMENT:
+                    continue
+                sub = f"{path}/{child}" if path else child
+                child_is_ledger = await metadata.exists(f"{ROOT_KEY}/{sub}")
+                if child_is_ledger:
+                    names.append(sub)
+                stack.append((sub, child_is_ledger))
+        except MetadataError as exc:
+            raise ManagedLedgerError(f"listing managed ledgers failed: {exc}") from exc
+    return sorted(names)
+
+
 class LedgerFactory:
     """Implements :class:`magnetar.ledger.api.ManagedLedgerFactory`.
 
@@ -148,25 +171,7 @@ class LedgerFactory:
 
     async def list_names(self) -> list[str]:
         """Every managed ledger with a record, found by walking the key tree under /managed-ledgers."""
-        names: list[str] = []
-        stack: list[tuple[str, bool]] = [("", False)]  # (relative path, is a managed ledger)
-        for _ in range(LIST_NODES_MAX):
-            if not stack:
-                break
-            path, is_ledger = stack.pop()
-            try:
-                children = await self._metadata.children(f"{ROOT_KEY}/{path}" if path else ROOT_KEY)
-                for child in children:
-                    if is_ledger and child == CURSORS_SEGMENT:
-                        continue
-                    sub = f"{path}/{child}" if path else child
-                    child_is_ledger = await self._metadata.exists(f"{ROOT_KEY}/{sub}")
-                    if child_is_ledger:
-                        names.append(sub)
-                    stack.append((sub, child_is_ledger))
-            except MetadataError as exc:
-                raise ManagedLedgerError(f"listing managed ledgers failed: {exc}") from exc
-        return sorted(names)
+        return await list_managed_ledgers(self._metadata)
 
     async def close(self) -> None:
         if self._closed:

@@ -17,9 +17,9 @@ Other services that keep ledgers outside the managed-ledger records (compacted l
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar.broker.deletion.messages import InvalidDeletionMessage, decode
 from magnetar.broker.deletion.topics import NAMESPACE_PATH, TOPIC
@@ -30,15 +30,46 @@ from magnetar.ledger.deletion import (
     LedgerType,
     PendingDeleteLedger,
 )
-from magnetar.ledger.factory import LedgerFactory
+from magnetar.ledger.factory import list_managed_ledgers
 from magnetar.ledger.formats import cursor_key, decode_cursor, decode_ledger, ledger_key
 from magnetar.metadata.api import MetadataStore
-from magnetar.storage.api import LedgerNotFound, LedgerStore
+from magnetar.storage.api import LedgerInfo, LedgerNotFound
 
 #: ``(metadata, managed-ledger names) -> ledger ids referenced outside the records``
 References = Callable[[MetadataStore, list[str]], Awaitable[set[int]]]
 _EXTRA_REFERENCES: list[References] = []
 AUDIT_CURSORS = ("pulsar.ledger-deletion", "pulsar.ledger-deletion-dlq")
+
+
+class ReadableLedgers(Protocol):
+    """What the audit reads of storage: a store, or a stopped store's directory."""
+
+    async def list_ledgers(self) -> Sequence[int]: ...
+
+    async def info(self, ledger_id: int) -> LedgerInfo: ...
+
+    async def read(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]: ...
+
+
+class Owners(Protocol):
+    """The managed ledgers, and (on a live broker) their owners' answer for one copy."""
+
+    async def list_names(self) -> list[str]: ...
+
+    async def ledger_in_use(self, request: PendingDeleteLedger) -> bool: ...
+
+
+class StoppedOwners:
+    """Owners of a stopped broker: its records are the whole truth, nobody is creating a ledger."""
+
+    def __init__(self, metadata: MetadataStore) -> None:
+        self._metadata = metadata
+
+    async def list_names(self) -> list[str]:
+        return await list_managed_ledgers(self._metadata)
+
+    async def ledger_in_use(self, request: PendingDeleteLedger) -> bool:
+        return False  # never asked: live=False
 
 
 def register_references(source: References) -> None:
@@ -92,7 +123,7 @@ async def _references(metadata: MetadataStore, names: Iterable[str]) -> dict[int
     return owners
 
 
-async def _pending(metadata: MetadataStore, store: LedgerStore, family: Iterable[str]) -> set[int]:
+async def _pending(metadata: MetadataStore, store: ReadableLedgers, family: Iterable[str]) -> set[int]:
     """Ledger ids (local copies) named by deletion messages after their topic's cursor."""
     pending: set[int] = set()
     for name in family:
@@ -128,8 +159,8 @@ async def _pending(metadata: MetadataStore, store: LedgerStore, family: Iterable
 
 async def audit(
     metadata: MetadataStore,
-    store: LedgerStore,
-    factory: LedgerFactory,
+    store: ReadableLedgers,
+    factory: Owners,
     *,
     live: bool,
     fix: DeletionQueue | None = None,

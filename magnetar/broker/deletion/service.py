@@ -94,6 +94,10 @@ class DeleteFailed(Exception):
     pass
 
 
+class NoOffloadStore(DeleteFailed):
+    """The message names an offloaded copy and this broker has no offload store (or another driver)."""
+
+
 class OffloadStoreDeleter:
     """Deletes offloaded copies through the broker's offload store, in the context the message names."""
 
@@ -106,7 +110,7 @@ class OffloadStoreDeleter:
         except KeyError as exc:
             raise DeleteFailed(f"the offload context lacks {exc}") from None
         if target.driver != self._store.driver:
-            raise DeleteFailed(f"offloaded with driver {target.driver!r}; this broker's is {self._store.driver!r}")
+            raise NoOffloadStore(f"offloaded with driver {target.driver!r}; this broker's is {self._store.driver!r}")
         await self._store.delete(target)
 
 
@@ -255,12 +259,15 @@ class LedgerDeletionService:
 
     # ---- one message ----------------------------------------------------------------------------------------
 
-    async def handle(self, message: DeletionMessage) -> Outcome:
-        """Act on one message and return what was done; raises only if re-queuing a failure failed."""
+    async def handle(self, message: DeletionMessage, *, requeue: bool = True) -> Outcome:
+        """Act on one message and return what was done; raises only if re-queuing a failure failed, or, with
+        ``requeue=False`` (the admin API's synchronous delete), the failure itself (DeleteFailed)."""
         self.counters.received += 1
         try:
             outcome = await self._delete(message)
         except DeleteFailed as exc:
+            if not requeue:
+                raise
             outcome = await self._requeue(message, str(exc))
         self._count(outcome)
         return outcome
@@ -298,7 +305,7 @@ class LedgerDeletionService:
         request = message.request
         if self.offloaded is None or request.offload_context is None:
             self.counters.offload_delete_failures += 1
-            raise DeleteFailed(f"no offload store can delete offloaded ledger {request.ledger_id}")
+            raise NoOffloadStore(f"no offload store can delete offloaded ledger {request.ledger_id}")
         try:
             await self.offloaded.delete_offloaded(request.ledger_id, request.offload_context)
         except Exception as exc:  # any offload store failure is retried later

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from magnetar.broker.admin import parse_topic
 from magnetar.broker.deletion.messages import DeletionMessage, InvalidDeletionMessage, request_from_json
-from magnetar.broker.deletion.service import LedgerDeletionService, Outcome
+from magnetar.broker.deletion.service import DeleteFailed, LedgerDeletionService, NoOffloadStore, Outcome
 from magnetar.broker.errors import Conflict, InvalidRequest, PreconditionFailed, ServiceNotReady
 from magnetar.broker.service import BrokerService
 from magnetar.server.admin.routes import Route, flag, int_value, json_body, match, no_content, ok
@@ -59,13 +59,16 @@ def deletion_routes(broker: BrokerService) -> list[Route]:
             request = request_from_json(fields)
         except InvalidDeletionMessage as exc:
             raise InvalidRequest(str(exc)) from None
-        outcome = await service().handle(DeletionMessage(request))
+        try:
+            outcome = await service().handle(DeletionMessage(request), requeue=False)
+        except NoOffloadStore as exc:
+            raise PreconditionFailed(str(exc)) from None
+        except DeleteFailed as exc:
+            raise ServiceNotReady(f"Deleting ledger {ledger_id} failed: {exc}") from None
         if outcome is Outcome.IN_USE:
             raise Conflict(f"Ledger {ledger_id} is still in use by {topic}")
         if outcome is Outcome.MISMATCH:
             raise PreconditionFailed(f"Ledger {ledger_id} does not belong to {topic} as described")
-        if outcome in (Outcome.RETRIED, Outcome.DEAD_LETTERED):
-            raise ServiceNotReady(f"Deleting ledger {ledger_id} failed; it is queued for a retry")
         return no_content()
 
     return [
