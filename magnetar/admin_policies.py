@@ -29,7 +29,7 @@ QUOTA: tuple[Spec, ...] = (
     (("-lt", "--limitTime"), {"default": "-1", "help": "backlog age limit, e.g. 30m (-1: none)"}),
     (("-p", "--policy"), {"required": True, "help": "producer_request_hold, producer_exception or "
                                                     "consumer_backlog_eviction"}),
-    (("-t", "--type"), {"default": "destination_storage", "choices": ["destination_storage"]}),
+    (("-t", "--type"), {"default": "destination_storage", "choices": ["destination_storage", "message_age"]}),
 )
 RETENTION: tuple[Spec, ...] = ((("-t", "--time"), {"required": True}), (("-s", "--size"), {"required": True}))
 

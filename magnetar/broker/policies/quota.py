@@ -57,11 +57,9 @@ def backlog_bytes(entries: int, total_entries: int, total_bytes: int) -> int:
     return entries * total_bytes // total_entries if total_entries > 0 else 0
 
 
-def quota_refusal(quota: BacklogQuota | None, backlog: int, topic: str) -> BrokerError | None:
-    """The error a new producer gets while ``backlog`` bytes exceed ``quota`` (None: it may produce)."""
-    if quota is None or quota.limit_size < 0 or backlog <= quota.limit_size:
-        return None
-    text = f"Cannot create producer on topic {topic} with backlog quota exceeded ({backlog} > {quota.limit_size} bytes)"
+def quota_refusal(quota: BacklogQuota, topic: str, what: str) -> BrokerError | None:
+    """The error a new producer gets on a topic whose backlog exceeds ``quota`` (``what``: by how much)."""
+    text = f"Cannot create producer on topic {topic} with backlog quota exceeded ({what})"
     if quota.policy is QuotaPolicy.PRODUCER_REQUEST_HOLD:
         return ProducerBlockedQuotaExceededError(text)
     if quota.policy is QuotaPolicy.PRODUCER_EXCEPTION:

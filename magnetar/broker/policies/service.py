@@ -8,13 +8,21 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
+from magnetar import protocol as proto
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
 from magnetar.broker.policies.quota import BacklogQuota, QuotaPolicy, backlog_bytes, quota_refusal
-from magnetar.broker.policies.store import TopicPolicyStore, effective_dedup, effective_quota
+from magnetar.broker.policies.store import (
+    DESTINATION_STORAGE,
+    MESSAGE_AGE,
+    TopicPolicyStore,
+    effective_dedup,
+    effective_quotas,
+)
 from magnetar.broker.retention import namespace_policies
-from magnetar.ledger.api import Position
+from magnetar.clock import Clock
+from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.metadata import api as md
 
 log = logging.getLogger("magnetar.broker.policies")
@@ -43,6 +51,9 @@ class PolicyBroker(Protocol):
     @property
     def metadata(self) -> md.MetadataStore: ...
 
+    @property
+    def clock(self) -> Clock: ...
+
     def quota_topics(self) -> list[QuotaTopic]: ...
 
 
@@ -57,6 +68,7 @@ class PolicyService:
     def __init__(self, broker: PolicyBroker) -> None:
         self._broker = broker
         self.store = TopicPolicyStore(broker.metadata)
+        self._clock = broker.clock
         self._task: asyncio.Task[None] | None = None
 
     async def _both(self, topic: TopicName) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -65,12 +77,25 @@ class PolicyService:
     async def dedup_enabled(self, topic: TopicName) -> bool:
         return effective_dedup(self._broker.config, *await self._both(topic))
 
-    async def quota(self, topic: QuotaTopic) -> BacklogQuota | None:
-        return effective_quota(*await self._both(topic.name))
+    async def exceeded(self, topic: QuotaTopic) -> tuple[BacklogQuota, str] | None:
+        """The first backlog quota the topic is over, and by how much; None when within every quota."""
+        quotas = effective_quotas(*await self._both(topic.name))
+        size = quotas.get(DESTINATION_STORAGE)
+        if size is not None and size.limit_size >= 0:
+            backlog = topic_backlog_bytes(topic)
+            if backlog > size.limit_size:
+                return size, f"{backlog} > {size.limit_size} bytes"
+        age = quotas.get(MESSAGE_AGE)
+        if age is not None and age.limit_time >= 0:
+            oldest_ms = await oldest_unacked_publish_ms(topic)
+            age_ms = self._clock.now_ms() - oldest_ms if oldest_ms is not None else 0
+            if age_ms > age.limit_time * 1000:
+                return age, f"oldest unacknowledged message {age_ms / 1000:.1f} s old > {age.limit_time} s"
+        return None
 
     async def producer_refusal(self, topic: QuotaTopic) -> BrokerError | None:
-        quota = await self.quota(topic)
-        return quota_refusal(quota, topic_backlog_bytes(topic), str(topic.name)) if quota is not None else None
+        over = await self.exceeded(topic)
+        return quota_refusal(over[0], str(topic.name), over[1]) if over is not None else None
 
     def start(self) -> None:
         interval_s = self._broker.config.backlog_quota_check_interval_seconds
@@ -96,16 +121,32 @@ class PolicyService:
         entries (consumer_backlog_eviction). Returns the topics acted on."""
         affected = 0
         for topic in self._broker.quota_topics()[:TOPICS_PER_PASS_MAX]:
-            quota = await self.quota(topic)
-            if quota is None or quota.limit_size < 0 or topic_backlog_bytes(topic) <= quota.limit_size:
+            over = await self.exceeded(topic)
+            if over is None:
                 continue
+            quota = over[0]
             if quota.policy is QuotaPolicy.CONSUMER_BACKLOG_EVICTION:
-                affected += 1 if evict(topic, quota.limit_size) else 0
+                if quota.limit_size >= 0:  # size quotas evict; an age quota's eviction is not done here
+                    affected += 1 if evict(topic, quota.limit_size) else 0
             elif getattr(topic, "producers", None):
                 log.info("%s: backlog quota exceeded; closing its producers", topic.name)
                 await topic.disconnect_clients(consumers=False)
                 affected += 1
         return affected
+
+
+async def oldest_unacked_publish_ms(topic: QuotaTopic) -> int | None:
+    """The publish time of the oldest entry some durable subscription has not acknowledged."""
+    ledger = topic.ledger
+    marks = [s.cursor.mark_delete_position for s in topic.subscriptions.values()
+             if s.durable and s.cursor.backlog_entries() > 0]
+    if not marks:
+        return None
+    try:
+        entry = await ledger.read_entry(ledger.next_valid_position(min(marks)))
+    except ManagedLedgerError:
+        return None
+    return int(proto.parse_entry_metadata(entry.data).publish_time)
 
 
 def _newest(ledger: Any, nth: int) -> Position | None:

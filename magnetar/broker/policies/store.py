@@ -15,6 +15,8 @@ from magnetar.metadata import api as md
 
 TOPIC_POLICIES = "/admin/topic-policies"
 DESTINATION_STORAGE = "destination_storage"
+MESSAGE_AGE = "message_age"
+QUOTA_TYPES = (DESTINATION_STORAGE, MESSAGE_AGE)
 
 
 def topic_policy_key(topic: TopicName) -> str:
@@ -59,8 +61,9 @@ def effective_dedup(config: BrokerConfig, namespace: Mapping[str, Any], topic: M
     return config.broker_deduplication_enabled
 
 
-def effective_quota(namespace: Mapping[str, Any], topic: Mapping[str, Any]) -> BacklogQuota | None:
+def effective_quotas(namespace: Mapping[str, Any], topic: Mapping[str, Any]) -> dict[str, BacklogQuota]:
+    """The backlog quotas by type (``destination_storage``, ``message_age``): the topic's, else the namespace's."""
     for holder in (topic.get("backLogQuotaMap"), namespace.get("backlog_quota_map")):
-        if isinstance(holder, dict) and isinstance(holder.get(DESTINATION_STORAGE), dict):
-            return BacklogQuota.parse(holder[DESTINATION_STORAGE])
-    return None
+        if isinstance(holder, dict) and holder:
+            return {kind: BacklogQuota.parse(q) for kind, q in holder.items() if kind in QUOTA_TYPES}
+    return {}

@@ -14,7 +14,7 @@ from magnetar.broker.admin import BrokerAdmin, _boolean, _retention, _ttl, parse
 from magnetar.broker.errors import InvalidRequest, NotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.policies import BacklogQuota
-from magnetar.broker.policies.store import DESTINATION_STORAGE
+from magnetar.broker.policies.store import DESTINATION_STORAGE, QUOTA_TYPES
 from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.server.admin.routes import Route, int_value, json_body, match, no_content, ok
 from magnetar.server.admin.topics import peek_headers
@@ -38,11 +38,12 @@ def _topic(req: web.Request) -> TopicName:
     return parse_topic("persistent", match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
 
 
-def _quota_body(body: Any, req: web.Request) -> dict[str, Any]:
+def _quota_body(current: Any, body: Any, req: web.Request) -> dict[str, Any]:
+    """The quota map with the ``backlogQuotaType`` (destination_storage or message_age) entry set."""
     kind = req.query.get("backlogQuotaType", DESTINATION_STORAGE)
-    if kind != DESTINATION_STORAGE:
-        raise InvalidRequest("Only the destination_storage backlog quota is supported")
-    return {kind: BacklogQuota.parse(body).rest()}
+    if kind not in QUOTA_TYPES:
+        raise InvalidRequest(f"backlogQuotaType must be one of {', '.join(QUOTA_TYPES)}")
+    return {**(current if isinstance(current, dict) else {}), kind: BacklogQuota.parse(body).rest()}
 
 
 async def unload_namespace(admin: BrokerAdmin, ns: NamespaceName) -> None:
@@ -73,7 +74,8 @@ def namespace_policy_routes(admin: BrokerAdmin) -> list[Route]:
         return ok(await admin.policy(_ns(req), "backlog_quota_map") or {})
 
     async def set_quota(req: web.Request) -> web.Response:
-        body = _quota_body(await json_body(req, required=True), req)
+        current = await admin.policy(_ns(req), "backlog_quota_map")
+        body = _quota_body(current, await json_body(req, required=True), req)
         await admin.set_policy(_ns(req), "backlog_quota_map", body)
         return no_content()
 
@@ -134,7 +136,8 @@ def topic_policy_routes(admin: BrokerAdmin) -> list[Route]:
 
     async def set_quota(req: web.Request) -> web.Response:
         await admin.targets(_topic(req))
-        await store.set(_topic(req), "backLogQuotaMap", _quota_body(await json_body(req, required=True), req))
+        current = (await store.get(_topic(req))).get("backLogQuotaMap")
+        await store.set(_topic(req), "backLogQuotaMap", _quota_body(current, await json_body(req, required=True), req))
         return no_content()
 
     async def remove_quota(req: web.Request) -> web.Response:

@@ -116,6 +116,17 @@ def test_backlog_quota_refuses_and_closes_producers(broker: BrokerProcess) -> No
                 break
             time.sleep(0.1)  # poll, bounded by POLL_S
         assert not call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}/quota/stats")[1]["publishers"]
+        age = {"limitSize": -1, "limitTime": 0, "policy": "producer_exception"}  # any unacked message is too old
+        assert call(broker.web_url, "POST", f"/admin/v2/persistent/{ns}/quota/backlogQuota?backlogQuotaType="
+                    "message_age", {**hold, "limitSize": 1 << 30})[0] == 204
+        assert call(broker.web_url, "POST", f"/admin/v2/persistent/{ns}/quota/backlogQuota?backlogQuotaType="
+                    "message_age", age)[0] == 204
+        assert set(call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}/quota/backlogQuotaMap")[1]) == {
+            "destination_storage", "message_age"}
+        assert call(broker.web_url, "POST", f"/admin/v2/persistent/{ns}/quota/backlogQuota",
+                    {**hold, "limitSize": 1 << 30})[0] == 204  # size is fine now: the age quota refuses
+        with pytest.raises(pulsar.PulsarException, match="ProducerBlockedQuotaExceededException"):
+            c.create_producer(topic)
         for _ in range(20):
             slow.acknowledge(slow.receive(TIMEOUT_MS))
         assert call(broker.web_url, "DELETE", f"/admin/v2/persistent/{ns}/quota/backlogQuota")[0] == 204
