@@ -21,7 +21,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
-from magnetar.server.metrics_broker import ConnectionAndLedgerCollector, NamespaceLevel
+from magnetar.server.metrics_broker import ConnectionAndLedgerCollector, NamespaceLevel, add_non_persistent
 from magnetar.server.metrics_deletion import DeletionCollector
 from magnetar.server.metrics_txn import CoordinatorCollector
 from magnetar.server.metrics_txn_log import BufferedWriterCollector
@@ -101,6 +101,7 @@ class BrokerCollector(Collector):
             if topic.compacted is not None and topic.compacted.record.status != "NOT_RUN":
                 for name, value in metric_values(topic.compacted.record).items():
                     compaction[name].add_metric([cluster, ns, str(topic.name)], value)
+        add_non_persistent(self._broker, self._rates, cluster, g, c)
         count = GaugeMetricFamily("pulsar_topics_count", "Loaded topics", labels=["cluster", "namespace"])
         for ns, n in sorted(topics_count.items()):
             count.add_metric([cluster, ns], n)

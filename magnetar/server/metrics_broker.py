@@ -95,3 +95,29 @@ class NamespaceLevel(Collector):
                 out.samples.append(type(family.samples[0])(sample_name, {"cluster": cluster, "namespace": ns},
                                                            value, None, None))
             yield out
+
+
+def add_non_persistent(broker: BrokerService, rates: RateTracker, cluster: str,
+                       gauges: dict[str, GaugeMetricFamily], counters: dict[str, CounterMetricFamily]) -> int:
+    """Non-persistent topics in the per-topic families (nothing stored: no storage or backlog values).
+    Returns how many were added."""
+    topics = list(broker.non_persistent.topics.values())
+    for topic in topics:
+        name = str(topic.name)
+        labels = [cluster, str(topic.name.namespace_name), name]
+        subs = list(topic.subscriptions.values())
+        out_msgs, out_bytes = sum(s.msg_out_counter for s in subs), sum(s.bytes_out_counter for s in subs)
+        for family, value in (
+            ("pulsar_subscriptions_count", len(subs)),
+            ("pulsar_producers_count", len(topic.producers)),
+            ("pulsar_consumers_count", sum(len(s.consumers) for s in subs)),
+            ("pulsar_rate_in", rates.rate(name + "|in", topic.msg_in_counter)),
+            ("pulsar_rate_out", rates.rate(name + "|out", out_msgs)),
+            ("pulsar_throughput_in", rates.rate(name + "|in|bytes", topic.bytes_in_counter)),
+            ("pulsar_throughput_out", rates.rate(name + "|out|bytes", out_bytes)),
+        ):
+            gauges[family].add_metric(labels, value)
+        for family, value in (("pulsar_in_messages", topic.msg_in_counter), ("pulsar_in_bytes", topic.bytes_in_counter),
+                              ("pulsar_out_messages", out_msgs), ("pulsar_out_bytes", out_bytes)):
+            counters[family].add_metric(labels, value)
+    return len(topics)

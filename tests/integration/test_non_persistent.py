@@ -4,6 +4,7 @@ type, drops counted in stats, and regex subscriptions in PersistentOnly / NonPer
 from __future__ import annotations
 
 import re
+import urllib.request
 import uuid
 
 import pulsar
@@ -76,6 +77,10 @@ def test_nothing_is_stored_and_drops_are_counted(client: pulsar.Client, broker: 
     assert stats["subscriptions"]["slow"]["msgDropCounter"] == 30 - len(delivered)
     assert stats["subscriptions"]["late"]["msgOutCounter"] == 31 and len(stats["publishers"]) == 1
     assert topic in call(broker.web_url, "GET", "/admin/v2/non-persistent/public/default")[1]
+    with urllib.request.urlopen(f"{broker.web_url}/metrics", timeout=15) as answer:
+        metrics = answer.read().decode()
+    labels = f'cluster="standalone",namespace="public/default",topic="{topic}"'
+    assert f"pulsar_in_messages_total{{{labels}}} 32.0" in metrics
     with pytest.raises(pulsar.PulsarException):
         late.seek(pulsar.MessageId.earliest)  # nothing to seek in
 
