@@ -157,6 +157,20 @@ async def _pending(metadata: MetadataStore, store: ReadableLedgers, family: Iter
     return pending
 
 
+async def known_ledgers(
+    metadata: MetadataStore, store: ReadableLedgers, names: list[str]
+) -> tuple[dict[int, str], set[int], set[int]]:
+    """What metadata knows: local copies the records use (id -> owner), every referenced id (records and
+    the registered sources), and the ids pending in deletion messages."""
+    owners = await _references(metadata, names)
+    referenced = set(owners)
+    for source in _EXTRA_REFERENCES:
+        referenced |= await source(metadata, names)
+    family_prefix = f"{NAMESPACE_PATH}/{TOPIC}"
+    pending = await _pending(metadata, store, [n for n in names if n.startswith(family_prefix)])
+    return owners, referenced, pending
+
+
 async def audit(
     metadata: MetadataStore,
     store: ReadableLedgers,
@@ -169,13 +183,7 @@ async def audit(
     their owner (a ledger being created is not yet listed). ``fix``: queue every orphan for deletion."""
     started = time.monotonic()
     report = AuditReport()
-    names = await factory.list_names()
-    owners = await _references(metadata, names)
-    referenced = set(owners)
-    for source in _EXTRA_REFERENCES:
-        referenced |= await source(metadata, names)
-    family_prefix = f"{NAMESPACE_PATH}/{TOPIC}"
-    pending = await _pending(metadata, store, [n for n in names if n.startswith(family_prefix)])
+    owners, referenced, pending = await known_ledgers(metadata, store, await factory.list_names())
     stored = set(await store.list_ledgers())
     report.storage_ledgers = len(stored)
     report.referenced_ledgers = len(referenced)
