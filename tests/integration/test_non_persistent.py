@@ -100,3 +100,17 @@ def test_regex_subscription_modes(client: pulsar.Client, broker: BrokerProcess) 
     assert drain(consumers[modes.PersistentOnly]) == [b"p"]
     assert drain(consumers[modes.NonPersistentOnly]) == [b"np"]
     assert sorted(drain(consumers[modes.AllTopics])) == [b"np", b"p"]
+
+
+def test_partitioned_non_persistent_topic(client: pulsar.Client, broker: BrokerProcess) -> None:
+    local = f"np-part-{uuid.uuid4().hex[:6]}"
+    assert call(broker.web_url, "PUT", f"/admin/v2/non-persistent/public/default/{local}/partitions", 3)[0] == 204
+    assert call(broker.web_url, "GET", f"/admin/v2/non-persistent/public/default/{local}/partitions") == (
+        200, {"partitions": 3})
+    topic = f"non-persistent://public/default/{local}"
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(9):
+        producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+    assert sorted(consumer.receive(TIMEOUT_MS).data() for _ in range(9)) == [f"m{i}".encode() for i in range(9)]
+    assert len(client.get_topic_partitions(topic)) == 3

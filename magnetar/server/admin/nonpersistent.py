@@ -7,9 +7,9 @@ from aiohttp import web
 
 from magnetar.broker.admin import parse_namespace, parse_topic
 from magnetar.broker.errors import NotFound
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service import PARTITIONS_MAX, BrokerService
 from magnetar.server.admin import openapi as s
-from magnetar.server.admin.routes import Route, match, ok
+from magnetar.server.admin.routes import Route, int_value, json_body, match, no_content, ok
 
 BASE = "/admin/v2/non-persistent/{tenant}/{namespace}"
 
@@ -28,7 +28,23 @@ def non_persistent_routes(broker: BrokerService) -> list[Route]:
             raise NotFound("Topic not found")
         return ok(topic.stats())
 
+    async def create_partitioned(req: web.Request) -> web.Response:
+        name = parse_topic("non-persistent", match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
+        if not await broker.namespace_exists(name.namespace_name):
+            raise NotFound("Namespace does not exist")
+        count = int_value(await json_body(req, required=True), "partitions", 1, PARTITIONS_MAX)
+        await broker.create_partitioned_topic(name, count)
+        return no_content()
+
+    async def partitions(req: web.Request) -> web.Response:
+        name = parse_topic("non-persistent", match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
+        return ok({"partitions": (await broker.partitioned_metadata(name)).partitions})
+
     return [
+        Route("PUT", BASE + "/{topic}/partitions", create_partitioned, "Create a partitioned non-persistent topic",
+              "non-persistent", ok=204, body={"type": "integer"}, body_required=True),
+        Route("GET", BASE + "/{topic}/partitions", partitions, "Partition count of a non-persistent topic",
+              "non-persistent", result={"type": "object"}),
         Route("GET", BASE, topics, "The namespace's loaded non-persistent topics", "non-persistent",
               result=s.STRING_LIST),
         Route("GET", BASE + "/{topic}/stats", stats, "Stats of a non-persistent topic", "non-persistent",
