@@ -141,6 +141,10 @@ class Replicator:
     def remote_address(self) -> str:
         return self.cluster.broker_service_url
 
+    @property
+    def stopped(self) -> bool:
+        return self.state is ReplicatorState.STOPPED
+
     def backlog(self) -> int:
         return self.cursor.backlog_entries()
 
@@ -190,6 +194,8 @@ class Replicator:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if self.stopped:  # stop() came while connecting
+                    return
                 self._transition_to(ReplicatorState.DISCONNECTED)
                 log.warning("replicator %s: cannot reach the remote (%r); retry in %d ms", self, exc, delay_ms)
                 await self._note_oldest_unreplicated()

@@ -49,8 +49,10 @@ class Clusters:
         return self.procs[name]
 
     def kill_all(self) -> None:
-        for proc in self.procs.values():
+        """SIGKILL every cluster; their logs stay beside their data (``{name}.log``) for a failed run."""
+        for name, proc in self.procs.items():
             proc.kill()
+            (proc.data_dir.parent / f"{name}.log").write_text(proc.log_text())
 
     def namespace(self, ns: str, clusters: list[str]) -> str:
         """Create ``geo/{ns}`` replicating to ``clusters`` in each of those clusters."""
