@@ -10,17 +10,13 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from magnetar.broker.deletion.audit import AuditReport, StoppedOwners, audit
-from magnetar.broker.deletion.config import DeletionConfig
-from magnetar.broker.deletion.service import LedgerDeletionService
-from magnetar.clock import SystemClock
-from magnetar.ledger.factory import LedgerFactory
-from magnetar.metadata.sqlite import SqliteMetadataStore
-from magnetar.storage.embedded import EmbeddedLedgerStore
-from magnetar.storage.inspect import DirectoryLedgerReader
+if TYPE_CHECKING:  # imported when the verb runs: ``magnetar admin`` starts fast for every other verb
+    from magnetar.broker.deletion.audit import AuditReport
 
 DRAIN_TIMEOUT_S = 120.0
+PARALLELISM_DEFAULT = 4  # twoPhaseDeletionLedgerDeletionParallelism
 
 
 def add_audit_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,12 +24,21 @@ def add_audit_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--data-dir", type=Path, default=None,
                    help="audit a STOPPED broker's data directory instead of the live broker at --admin-url")
     p.add_argument("--fix", action="store_true", help="queue every orphan for two-phase deletion")
-    p.add_argument("--parallelism", type=int, default=DeletionConfig().parallelism,
+    p.add_argument("--parallelism", type=int, default=PARALLELISM_DEFAULT,
                    help="twoPhaseDeletionLedgerDeletionParallelism of that broker (offline --fix)")
     p.set_defaults(audit_run=run_audit)
 
 
 async def audit_data_dir(data_dir: Path, *, fix: bool, parallelism: int) -> AuditReport:
+    from magnetar.broker.deletion.audit import StoppedOwners, audit
+    from magnetar.broker.deletion.config import DeletionConfig
+    from magnetar.broker.deletion.service import LedgerDeletionService
+    from magnetar.clock import SystemClock
+    from magnetar.ledger.factory import LedgerFactory
+    from magnetar.metadata.sqlite import SqliteMetadataStore
+    from magnetar.storage.embedded import EmbeddedLedgerStore
+    from magnetar.storage.inspect import DirectoryLedgerReader
+
     metadata = SqliteMetadataStore(data_dir / "metadata.db")
     if not fix:  # read-only: the directory's files as they are, no lock, no recovery
         try:
