@@ -60,7 +60,9 @@ class PerfOptions:
 
     def __post_init__(self) -> None:
         checks = [
-            (self.service_url.startswith("pulsar://"), f"--service-url must be pulsar://, got {self.service_url}"),
+            (self.service_url.startswith("pulsar://") or (
+                self.client == "official" and self.service_url.startswith(("http://", "https://"))),
+             f"--service-url must be pulsar:// (or http(s):// with the official client), got {self.service_url}"),
             (1 <= self.num_topics <= TOPICS_MAX, f"--num-topics must be within 1..{TOPICS_MAX}"),
             (0 <= self.partitions <= 10_000, "--partitions must be within 0..10000"),
             (1 <= self.num_producers <= CLIENTS_PER_TOPIC_MAX, "--num-producers must be >= 1"),

@@ -148,7 +148,7 @@ def test_consume_and_e2e_flags() -> None:
 
 
 @pytest.mark.parametrize("argv", [
-    ("produce", "-m", "10", "-u", "http://nope"),
+    ("produce", "-m", "10", "-u", "ftp://nope"),
     ("produce", "-m", "10", "--sample-every", "0"),
     ("consume", "-m", "10", "--subscription-type", "shared", "--ack-mode", "cumulative"),
 ])
@@ -167,8 +167,14 @@ def test_unknown_choices_exit_like_argparse() -> None:
 def test_cli_dispatches_perf_and_reports_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
     from magnetar.cli import main
 
-    assert main(["perf", "produce", "-u", "http://nope"]) == 2
+    assert main(["perf", "produce", "-u", "ftp://nope"]) == 2
     assert "--service-url must be pulsar://" in capsys.readouterr().err
+
+
+def test_http_service_url_with_the_official_client() -> None:
+    assert parse("produce", "-m", "1", "-u", "http://localhost:8080").service_url == "http://localhost:8080"
+    with pytest.raises(OptionsError, match="official client"):
+        parse("produce", "-m", "1", "-u", "http://localhost:8080", "--client", "magnetar")
 
 
 def test_zero_messages_and_no_duration_means_no_limit() -> None:
