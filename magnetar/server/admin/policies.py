@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar import protocol as proto
-from magnetar.broker.admin import BrokerAdmin, _boolean, _retention, _ttl, parse_namespace, parse_topic
+from magnetar.broker.admin import POLICY_SETTERS, BrokerAdmin, parse_namespace, parse_topic
 from magnetar.broker.errors import InvalidRequest, NotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.policies import BacklogQuota
@@ -23,10 +23,10 @@ NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 TOPIC = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 _ANY: dict[str, Any] = {}
 #: topic policy sub-resource -> (TopicPolicies field, how a body is checked)
-TOPIC_POLICIES = {
-    "deduplicationEnabled": ("deduplicationEnabled", _boolean),
-    "retention": ("retentionPolicies", _retention),
-    "messageTTL": ("messageTTLInSeconds", _ttl),
+TOPIC_POLICIES = {  # the checks are the namespace policies' own
+    "deduplicationEnabled": ("deduplicationEnabled", POLICY_SETTERS["deduplicationEnabled"]),
+    "retention": ("retentionPolicies", POLICY_SETTERS["retention_policies"]),
+    "messageTTL": ("messageTTLInSeconds", POLICY_SETTERS["message_ttl_in_seconds"]),
 }
 
 
