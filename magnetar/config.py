@@ -190,6 +190,11 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
         "broker", "transaction_buffer_client_operation_timeout_ms", _positive, 1,
     ),
     "transactionBufferSnapshotMinTimeInMillis": ("broker", "transaction_buffer_snapshot_min_time_ms", _int, 1),
+    "transactionBufferSnapshotMaxTransactionCount": (
+        "broker", "transaction_buffer_snapshot_max_transaction_count", _positive, 1,
+    ),
+    "transactionBufferSegmentedSnapshotEnabled": ("broker", "transaction_buffer_segmented_snapshot_enabled", _bool, 1),
+    "transactionBufferSnapshotSegmentSize": ("broker", "transaction_buffer_snapshot_segment_size", _positive, 1),
     **{
         f"{prefix}{suffix}": (section, name, parse, 1)
         for prefix, section in (

@@ -69,6 +69,9 @@ class BrokerConfig:
     max_active_transactions_per_coordinator: int = 0  # maxActiveTransactionsPerCoordinator: 0 = no limit
     transaction_buffer_client_operation_timeout_ms: int = 3_000  # transactionBufferClientOperationTimeoutInMills
     transaction_buffer_snapshot_min_time_ms: int = 5_000  # transactionBufferSnapshotMinTimeInMillis
+    transaction_buffer_snapshot_max_transaction_count: int = 1_000  # transactionBufferSnapshotMaxTransactionCount
+    transaction_buffer_segmented_snapshot_enabled: bool = False  # transactionBufferSegmentedSnapshotEnabled
+    transaction_buffer_snapshot_segment_size: int = 262_144  # transactionBufferSnapshotSegmentSize (bytes)
     # PIP-160: batched writes of the coordinator log and the pending-ack logs (broker/transactions/batching.py)
     transaction_log_batching: BatchingConfig = field(default_factory=BatchingConfig)
     pending_ack_batching: BatchingConfig = field(default_factory=BatchingConfig)

@@ -36,7 +36,9 @@ from magnetar.broker.transactions.batching import BatchedLogSwitch, LogFamily
 from magnetar.broker.transactions.coordinators import TransactionCoordinatorService, is_coordinator_log
 from magnetar.broker.transactions.participants import BrokerParticipants
 from magnetar.broker.transactions.pending_ack_log import is_transaction_internal
+from magnetar.broker.transactions.segmented_snapshot import SegmentedSnapshotStore, SwitchedSnapshotStore
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
+from magnetar.broker.transactions.snapshot_topic import SnapshotHostTopic, is_snapshot_topic, keyed_topics
 from magnetar.broker.transactions.topic_txn import TopicTransactions, delete_unloaded
 from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
@@ -108,7 +110,13 @@ class BrokerService:
         self.txn_log_batching = BatchedLogSwitch(config.transaction_log_batching, config.pending_ack_batching)
         # what the coordinator calls to end a transaction on this broker's topics and subscriptions
         self.txn_participants = BrokerParticipants(self)
-        self._txn_snapshots = MetadataSnapshotStore(metadata)
+        # PIP-178: segmented snapshots in each namespace's __transaction_buffer_snapshot, or one metadata record
+        self.txn_snapshots = SwitchedSnapshotStore(
+            SegmentedSnapshotStore(keyed_topics(self._snapshot_topic, self._compact_snapshot_topic),
+                                   segment_size=config.transaction_buffer_snapshot_segment_size),
+            MetadataSnapshotStore(metadata),
+            segmented_enabled=config.transaction_buffer_segmented_snapshot_enabled, pinned=is_snapshot_topic,
+        )
         # PIP-186: set by the process when two-phase deletion runs (admin and metrics read it)
         self.ledger_deletion: LedgerDeletionService | None = None
         # geo-replication; inert until the composition root supplies ``replication.factory``
@@ -356,10 +364,11 @@ class BrokerService:
             transactions=functools.partial(
                 TopicTransactions,
                 ledgers=self.ledgers,
-                snapshots=self._txn_snapshots,
+                snapshots=self.txn_snapshots,
                 ledger_config=self.config.managed_ledger,
                 new_writer=functools.partial(self.txn_log_batching.new_writer, LogFamily.PENDING_ACK),
                 snapshot_min_interval_ms=self.config.transaction_buffer_snapshot_min_time_ms,
+                snapshot_max_txn_count=self.config.transaction_buffer_snapshot_max_transaction_count,
             ),
         )
         await loaded.start()
@@ -383,7 +392,20 @@ class BrokerService:
 
     async def delete_transaction_state(self, topic: TopicName, subscriptions: list[str]) -> None:
         """Pending-ack logs and the buffer snapshot of a topic deleted while not loaded."""
-        await delete_unloaded(self.ledgers, self._txn_snapshots, topic, subscriptions, self.config.managed_ledger)
+        await delete_unloaded(self.ledgers, self.txn_snapshots, topic, subscriptions, self.config.managed_ledger)
+
+    async def _snapshot_topic(self, topic: TopicName, create: bool) -> SnapshotHostTopic | None:
+        """The namespace's transaction-buffer snapshot topic (created whatever auto-creation says)."""
+        if not await self.ledgers.exists(topic.managed_ledger_name):
+            if not create:
+                return None
+            ledger = await self._open_ledger(topic)
+            await ledger.close()
+        return await self.get_topic(topic, create=False)
+
+    def _compact_snapshot_topic(self, topic: CompactedTopic) -> None:
+        if self.compaction is not None and not self.compaction.is_running(topic):
+            self.compaction.trigger(topic)
 
     def loaded_topics(self) -> list[tuple[NamespaceName, ExpiringTopic]]:
         """For the retention task: every loaded topic with its namespace."""

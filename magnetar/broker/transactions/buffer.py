@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from magnetar import protocol as proto
 from magnetar.broker.errors import PersistenceError
 from magnetar.broker.transactions.api import InvalidTxnStatus, TxnAction, TxnId
-from magnetar.broker.transactions.snapshot import AbortedSnapshot, SnapshotStore
+from magnetar.broker.transactions.snapshot import AbortedSnapshot, SnapshotError, SnapshotStore
 from magnetar.clock import Clock
 from magnetar.ledger.api import EntryCorruptedError, ManagedLedger, ManagedLedgerError, Position
 from magnetar.metadata.api import MetadataError
@@ -78,6 +78,7 @@ class TransactionBuffer:
         *,
         on_change: Callable[[], None] = lambda: None,
         snapshot_min_interval_ms: int = 5000,
+        snapshot_max_txn_count: int = 1000,
         sleep_ms: SleepMs = asyncio_sleep_ms,
     ) -> None:
         self.topic = topic
@@ -88,6 +89,10 @@ class TransactionBuffer:
         self._snapshots = snapshots
         self._on_change = on_change
         self._snapshot_min_interval_ms = snapshot_min_interval_ms
+        self._snapshot_max_txn_count = snapshot_max_txn_count  # aborts that bring the next snapshot forward
+        self._aborts_since_snapshot = 0
+        self._snapshot_waiting = False  # the scheduled snapshot is still sleeping (may be brought forward)
+        self._snapshot_lock = asyncio.Lock()  # one snapshot write in flight per topic
         self.state = BufferState.RECOVERING
         self._ongoing: dict[TxnId, Position] = {}  # open txn -> its first entry here
         self._first_in_flight: dict[TxnId, tuple[Position, int]] = {}  # fence while the first SEND is written
@@ -213,8 +218,12 @@ class TransactionBuffer:
         self._first_in_flight.pop(txn, None)
         if action is TxnAction.ABORT:
             if txn not in self._aborted:
+                out_of_order = bool(self._aborted) and marker < next(reversed(self._aborted.values()))
                 self._aborted[txn] = marker
+                if out_of_order:  # markers confirmed out of order: keep the index sorted by marker
+                    self._aborted = OrderedDict(sorted(self._aborted.items(), key=lambda item: item[1]))
                 self.aborted_total += 1
+                self._aborts_since_snapshot += 1
         else:
             self._committed[txn] = None
             while len(self._committed) > RECENTLY_COMMITTED_MAX:
@@ -241,13 +250,15 @@ class TransactionBuffer:
         return pruned
 
     async def take_snapshot(self) -> None:
-        self.prune_trimmed()
-        self._appended_since_snapshot = 0
-        try:
-            await self._snapshots.save(self.topic, self.snapshot())
-            self.last_snapshot_ms = self._clock.now_ms()
-        except MetadataError as exc:
-            log.warning("%s: transaction-buffer snapshot not written: %s", self.topic, exc)
+        async with self._snapshot_lock:
+            self.prune_trimmed()
+            self._appended_since_snapshot = 0
+            self._aborts_since_snapshot = 0
+            try:
+                await self._snapshots.save(self.topic, self.snapshot())
+                self.last_snapshot_ms = self._clock.now_ms()
+            except (MetadataError, SnapshotError) as exc:
+                log.warning("%s: transaction-buffer snapshot not written: %s", self.topic, exc)
 
     def note_appended(self) -> None:
         """An entry was stored; after many, a snapshot moves the point a recovery replays from."""
@@ -256,15 +267,26 @@ class TransactionBuffer:
             self._snapshot_soon()
 
     def _snapshot_soon(self) -> None:
-        if self._snapshot_task is not None or self.state is not BufferState.READY:
+        """Every ``snapshot_min_interval_ms``, or at once after ``snapshot_max_txn_count`` aborts."""
+        if self.state is not BufferState.READY:
             return
-        delay_ms = max(0, self.last_snapshot_ms + self._snapshot_min_interval_ms - self._clock.now_ms())
+        due_now = self._aborts_since_snapshot >= self._snapshot_max_txn_count
+        if self._snapshot_task is not None:
+            if not (due_now and self._snapshot_waiting):
+                return
+            self._snapshot_task.cancel()  # still sleeping: bring it forward
+        delay_ms = 0 if due_now else max(0, self.last_snapshot_ms + self._snapshot_min_interval_ms
+                                         - self._clock.now_ms())
 
         async def later() -> None:
+            me = asyncio.current_task()
+            self._snapshot_waiting = True
             try:
                 await self._sleep_ms(delay_ms)
             finally:
-                self._snapshot_task = None
+                if self._snapshot_task is me:
+                    self._snapshot_task = None
+                    self._snapshot_waiting = False
             await self.take_snapshot()
 
         self._snapshot_task = asyncio.get_running_loop().create_task(later())
@@ -274,7 +296,7 @@ class TransactionBuffer:
         self.recover_start_ms = self._clock.now_ms()
         try:
             snapshot = await self._snapshots.load(self.topic)
-        except (MetadataError, ValueError) as exc:
+        except (MetadataError, SnapshotError, ValueError) as exc:
             log.warning("%s: transaction-buffer snapshot unusable (%s); replaying the whole topic", self.topic, exc)
             snapshot = None
         start = self._ledger.first_position()

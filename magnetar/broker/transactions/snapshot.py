@@ -4,9 +4,9 @@ A snapshot holds the buffer's ``maxReadPosition`` when it was taken and every ab
 position of its abort marker, sorted by that position. Recovery loads it and replays the topic from just
 after that position (every transaction still open then has all its entries after it).
 
-For now a snapshot is one record in the metadata store, rewritten whole (:class:`MetadataSnapshotStore`).
-PIP-178 replaces it with segments in a system topic; it plugs in behind :class:`SnapshotStore`. Knows
-nothing of topics or dispatch.
+The single-entry scheme keeps one record per topic in the metadata store, rewritten whole
+(:class:`MetadataSnapshotStore`); PIP-178's segments in a system topic (``segmented_snapshot``) plug in behind
+the same :class:`SnapshotStore`. Knows nothing of topics or dispatch.
 """
 
 from __future__ import annotations
@@ -32,8 +32,24 @@ class AbortedSnapshot:
     taken_ms: int
 
 
+class SnapshotError(Exception):
+    """A snapshot could not be written or read where it is kept (the buffer logs it and carries on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """What stats show of a topic's last snapshot written or loaded."""
+
+    kind: str  # "single" or "multiple"
+    segments: int  # numbered segments besides -end (0 for a single-entry snapshot)
+    aborted: int
+    taken_ms: int
+
+
 class SnapshotStore(Protocol):
     """Where a topic's buffer keeps its latest snapshot."""
+
+    def info(self, topic: str) -> SnapshotInfo | None: ...
 
     async def load(self, topic: str) -> AbortedSnapshot | None: ...
 
@@ -75,6 +91,14 @@ class MetadataSnapshotStore:
 
     def __init__(self, metadata: md.MetadataStore) -> None:
         self._metadata = metadata
+        self._info: dict[str, SnapshotInfo] = {}
+
+    def info(self, topic: str) -> SnapshotInfo | None:
+        return self._info.get(topic)
+
+    def _noted(self, topic: str, snapshot: AbortedSnapshot) -> AbortedSnapshot:
+        self._info[topic] = SnapshotInfo("single", 0, len(snapshot.aborted), snapshot.taken_ms)
+        return snapshot
 
     @staticmethod
     def key(topic: str) -> str:
@@ -82,11 +106,13 @@ class MetadataSnapshotStore:
 
     async def load(self, topic: str) -> AbortedSnapshot | None:
         record = await self._metadata.get(self.key(topic))
-        return None if record is None else decode_snapshot(record.value)
+        return None if record is None else self._noted(topic, decode_snapshot(record.value))
 
     async def save(self, topic: str, snapshot: AbortedSnapshot) -> None:
         await self._metadata.put(self.key(topic), encode_snapshot(snapshot))
+        self._noted(topic, snapshot)
 
     async def delete(self, topic: str) -> None:
+        self._info.pop(topic, None)
         with contextlib.suppress(md.NotFound):
             await self._metadata.delete(self.key(topic))

@@ -97,6 +97,7 @@ class TopicTransactions:
         ledger_config: ManagedLedgerConfig | None = None,
         new_writer: WriterFactory = plain_writer,
         snapshot_min_interval_ms: int = 5000,
+        snapshot_max_txn_count: int = 1000,
         sleep_ms: SleepMs = asyncio_sleep_ms,
     ) -> None:
         self._topic = topic
@@ -112,6 +113,7 @@ class TopicTransactions:
             snapshots,
             on_change=topic.wake_subscriptions,
             snapshot_min_interval_ms=snapshot_min_interval_ms,
+            snapshot_max_txn_count=snapshot_max_txn_count,
             sleep_ms=sleep_ms,
         )
         self.stores: dict[str, PendingAckStore] = {}
