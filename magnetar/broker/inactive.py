@@ -22,6 +22,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import NamespaceName
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
 
 log = logging.getLogger("magnetar.broker.inactive")
 
@@ -90,7 +91,8 @@ class InactiveTopics:
         self._idle_since_ms = {k: v for k, v in self._idle_since_ms.items() if k in loaded}
         gone = 0
         for key, topic in loaded.items():
-            if topic.name.namespace_name == SYSTEM_NAMESPACE or not is_inactive(topic):
+            system = topic.name.namespace_name == SYSTEM_NAMESPACE or is_snapshot_topic(key)
+            if system or not is_inactive(topic):
                 self._idle_since_ms.pop(key, None)
                 continue
             since = self._idle_since_ms.setdefault(key, now_ms)

@@ -427,7 +427,8 @@ class BrokerService:
         await self.replication.close()
         if self.compaction is not None:
             await self.compaction.stop()
-        for topic in list(self.topics.values()):
+        # snapshot topics last: the others write their last transaction-buffer snapshot to them on close
+        for topic in sorted(self.topics.values(), key=lambda t: is_snapshot_topic(str(t.name))):
             try:
                 await topic.close()
             except Exception:

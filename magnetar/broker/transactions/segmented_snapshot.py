@@ -19,6 +19,7 @@ The topic is reached through :class:`KeyedTopic` (the broker supplies it over th
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from typing import Protocol
 from magnetar.broker.transactions.api import TxnId
 from magnetar.broker.transactions.snapshot import AbortedSnapshot, SnapshotError, SnapshotInfo, SnapshotStore
 from magnetar.ledger.api import Position
+
+log = logging.getLogger("magnetar.broker.transactions.segmented_snapshot")
 
 SNAPSHOT_TOPIC = "__transaction_buffer_snapshot"
 END = "end"
@@ -182,6 +185,9 @@ class SegmentedSnapshotStore:
         written = self._written.setdefault(topic, {})
         high = self._high.get(topic, 0)
         self._high[topic] = max(high, len(segments))
+        if segments:
+            log.info("%s: writing a transaction-buffer snapshot of %d segments and -end (%d aborted ids)",
+                     topic, len(segments), len(snapshot.aborted))
         for number, segment in enumerate(segments, start=1):
             value = encode_segment(segment)
             if written.get(number) != value:  # unchanged since written (nothing trimmed): keep it
