@@ -626,7 +626,7 @@ class Simulation:
     async def check_audit(self) -> None:
         """No record names a ledger storage lacks; with two phases, every unreferenced ledger is pending."""
         assert self.factory is not None and self.store is not None
-        report = await audit(self.meta_inner, self.store, self.factory, live=True)
+        report = await audit(self.meta_inner, self.store, self.factory, live=True, offload=self.offload_store)
         released = set()
         for topic in self.topics:
             stored = await self.meta_inner.get(ledger_key(topic.name))
@@ -638,6 +638,8 @@ class Simulation:
             raise self.fail(f"the audit finds ledgers referenced but missing: {dangling}")
         if self.two_phase and report.orphans:
             raise self.fail(f"two-phase deletion left orphans: {[o.ledger_id for o in report.orphans]}")
+        if self.two_phase and report.offload_orphans:
+            raise self.fail(f"two-phase deletion left offloaded orphans: {report.offload_orphans}")
         self.stats.audited_orphans = max(self.stats.audited_orphans, len(report.orphans))
 
     async def check_ledgers_exist(self, topic: TopicModel) -> None:

@@ -29,11 +29,13 @@ from magnetar.ledger.deletion import (
     LedgerComponent,
     LedgerType,
     PendingDeleteLedger,
+    context_of,
 )
 from magnetar.ledger.factory import list_managed_ledgers
 from magnetar.ledger.formats import cursor_key, decode_cursor, decode_ledger, ledger_key
 from magnetar.metadata.api import MetadataStore
 from magnetar.storage.api import LedgerInfo, LedgerNotFound
+from magnetar.storage.offload.api import OffloadContext
 
 #: ``(metadata, managed-ledger names) -> ledger ids referenced outside the records``
 References = Callable[[MetadataStore, list[str]], Awaitable[set[int]]]
@@ -57,6 +59,18 @@ class Owners(Protocol):
     async def list_names(self) -> list[str]: ...
 
     async def ledger_in_use(self, request: PendingDeleteLedger) -> bool: ...
+
+
+class OffloadCopies(Protocol):
+    """What the audit reads of the offload store."""
+
+    async def list_copies(self) -> list[OffloadContext]: ...
+
+    async def copy_owner(self, context: OffloadContext) -> str | None: ...
+
+
+#: a deletion request must name a managed ledger; an offloaded copy whose index is gone names none
+UNKNOWN_OWNER = f"{NAMESPACE_PATH}/__unknown-owner"
 
 
 class StoppedOwners:
@@ -88,6 +102,16 @@ class Orphan:
                 "sizeBytes": self.size_bytes}
 
 
+@dataclass(frozen=True, slots=True)
+class OffloadOrphan:
+    ledger_id: int
+    uuid: str
+    owner: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ledgerId": self.ledger_id, "uuid": self.uuid, "owner": self.owner}
+
+
 @dataclass(slots=True)
 class AuditReport:
     storage_ledgers: int = 0
@@ -95,6 +119,7 @@ class AuditReport:
     pending_deletions: int = 0
     orphans: list[Orphan] = field(default_factory=list)
     dangling: list[tuple[str, int]] = field(default_factory=list)
+    offload_orphans: list[OffloadOrphan] = field(default_factory=list)
     fixed: int = 0
     elapsed_s: float = 0.0
 
@@ -105,6 +130,7 @@ class AuditReport:
             "pendingDeletions": self.pending_deletions,
             "orphans": [o.to_json() for o in self.orphans],
             "dangling": [{"managedLedger": name, "ledgerId": lid} for name, lid in self.dangling],
+            "offloadOrphans": [o.to_json() for o in self.offload_orphans],
             "fixedOrphans": self.fixed,
             "elapsedSeconds": round(self.elapsed_s, 3),
         }
@@ -123,8 +149,10 @@ async def _references(metadata: MetadataStore, names: Iterable[str]) -> dict[int
     return owners
 
 
-async def _pending(metadata: MetadataStore, store: ReadableLedgers, family: Iterable[str]) -> set[int]:
-    """Ledger ids (local copies) named by deletion messages after their topic's cursor."""
+async def _pending(metadata: MetadataStore, store: ReadableLedgers, family: Iterable[str],
+                   offloaded: set[str] | None = None) -> set[int]:
+    """Ledger ids (local copies) named by deletion messages after their topic's cursor; the uuids of the
+    offloaded copies they name go into ``offloaded``."""
     pending: set[int] = set()
     for name in family:
         stored = await metadata.get(ledger_key(name))
@@ -154,7 +182,28 @@ async def _pending(metadata: MetadataStore, store: ReadableLedgers, family: Iter
                     continue
                 if request.ledger_type is LedgerType.LEDGER:
                     pending.add(request.ledger_id)
+                elif offloaded is not None and request.offload_context is not None:
+                    offloaded.add(request.offload_context.get("uuid", ""))
     return pending
+
+
+async def _offload_orphans(
+    metadata: MetadataStore, store: ReadableLedgers, names: list[str], offload: OffloadCopies
+) -> list[OffloadOrphan]:
+    """Offloaded copies no record names (complete or being written) and no deletion message names."""
+    named: set[str] = set()
+    for name in names:
+        stored = await metadata.get(ledger_key(name))
+        if stored is not None:
+            named |= {x.offload.context.uuid for x in decode_ledger(stored.value, ledger_key(name)).ledgers
+                      if x.offload is not None}
+    family_prefix = f"{NAMESPACE_PATH}/{TOPIC}"
+    await _pending(metadata, store, [n for n in names if n.startswith(family_prefix)], named)
+    orphans = []
+    for context in await offload.list_copies():
+        if context.uuid not in named:
+            orphans.append(OffloadOrphan(context.ledger_id, context.uuid, await offload.copy_owner(context)))
+    return orphans
 
 
 async def known_ledgers(
@@ -178,6 +227,7 @@ async def audit(
     *,
     live: bool,
     fix: DeletionQueue | None = None,
+    offload: OffloadCopies | None = None,
 ) -> AuditReport:
     """Audit ``store`` against ``metadata``. ``live``: a broker is running; candidates are confirmed with
     their owner (a ledger being created is not yet listed). ``fix``: queue every orphan for deletion."""
@@ -198,10 +248,20 @@ async def audit(
             continue
         report.orphans.append(Orphan(ledger_id, owner, info.custom_metadata.get("component"), info.size_bytes))
     report.dangling = sorted((owners[i], i) for i in owners if i not in stored)
+    if offload is not None:
+        report.offload_orphans = await _offload_orphans(metadata, store, await factory.list_names(), offload)
     if fix is not None and report.orphans:
         # only managed-ledger ledgers: the second phase checks the same custom metadata before deleting
         requests = [PendingDeleteLedger(o.owner, o.ledger_id) for o in report.orphans
                     if o.owner and o.component == COMPONENT_METADATA[LedgerComponent.MANAGED_LEDGER]]
         report.fixed = len(await fix.enqueue(requests))
+    if fix is not None and report.offload_orphans and offload is not None:
+        copies = {(c.ledger_id, c.uuid): c for c in await offload.list_copies()}
+        offload_requests = [
+            PendingDeleteLedger(o.owner or UNKNOWN_OWNER, o.ledger_id, ledger_type=LedgerType.OFFLOAD_LEDGER,
+                                offload_context=context_of(copies[(o.ledger_id, o.uuid)]))
+            for o in report.offload_orphans if (o.ledger_id, o.uuid) in copies
+        ]
+        report.fixed += len(await fix.enqueue(offload_requests))
     report.elapsed_s = time.monotonic() - started
     return report

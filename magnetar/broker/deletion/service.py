@@ -102,16 +102,16 @@ class OffloadStoreDeleter:
     """Deletes offloaded copies through the broker's offload store, in the context the message names."""
 
     def __init__(self, store: OffloadStore) -> None:
-        self._store = store
+        self.store = store
 
     async def delete_offloaded(self, ledger_id: int, context: Mapping[str, str]) -> None:
         try:
             target = context_from(ledger_id, context)
         except KeyError as exc:
             raise DeleteFailed(f"the offload context lacks {exc}") from None
-        if target.driver != self._store.driver:
-            raise NoOffloadStore(f"offloaded with driver {target.driver!r}; this broker's is {self._store.driver!r}")
-        await self._store.delete(target)
+        if target.driver != self.store.driver:
+            raise NoOffloadStore(f"offloaded with driver {target.driver!r}; this broker's is {self.store.driver!r}")
+        await self.store.delete(target)
 
 
 class LedgerDeletionService:
@@ -160,7 +160,9 @@ class LedgerDeletionService:
 
     async def audit(self, metadata: MetadataStore, *, fix: bool) -> AuditReport:
         """The ledger audit on the live broker; ``fix`` queues the orphans it finds for deletion."""
-        return await audit(metadata, self._store, self._factory, live=True, fix=self.queue if fix else None)
+        copies = self.offloaded.store if isinstance(self.offloaded, OffloadStoreDeleter) else None
+        return await audit(metadata, self._store, self._factory, live=True, fix=self.queue if fix else None,
+                           offload=copies)
 
     async def reclaim_orphans(self, metadata: MetadataStore) -> None:
         """At startup: queue ledgers a crash left behind (created, never recorded), logging what it did."""

@@ -14,7 +14,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
-from magnetar.storage.api import EntryNotFound
+from magnetar.storage.api import EntryNotFound, StorageError
 from magnetar.storage.offload import blocks as fmt
 from magnetar.storage.offload.api import (
     BlobStore,
@@ -207,6 +207,27 @@ class BlockOffloadStore:
                 old, _ = self._blocks.popitem(last=False)
                 self._cached_bytes -= self._block_sizes.pop(old)
         return entries
+
+    # ---- listing (the ledger audit) -------------------------------------------------------------------------
+
+    async def list_copies(self) -> list[OffloadContext]:
+        """Every copy (complete or not) under this store's key prefix, from its data objects' keys."""
+        prefix = self._settings.key_prefix
+        copies = []
+        for key in await self.blobs.list(prefix):
+            name = key[len(prefix):]
+            uuid_part, sep, ledger = name.rpartition("-ledger-")
+            if sep and ledger.isdigit() and uuid_part:
+                copies.append(OffloadContext(self.driver, self.blobs.bucket, prefix, uuid_part, int(ledger)))
+        return copies
+
+    async def copy_owner(self, context: OffloadContext) -> str | None:
+        """The managed ledger a copy's index names, None when it has no readable index (an interrupted copy)."""
+        try:
+            index = await self._load_index(context)
+        except StorageError:
+            return None
+        return index.metadata.get("pulsar/managed-ledger")
 
     # ---- deletion ------------------------------------------------------------------------------------------
 

@@ -232,3 +232,35 @@ async def test_audit_counts_compacted_ledgers_named_by_the_compaction_cursor_as_
     await cursor.set_properties({LEDGER_PROPERTY: compacted.ledger_id})
     report = await audit(disk.metadata, disk.store, factory, live=False)  # as on a stopped data dir
     assert [o.ledger_id for o in report.orphans] == [stray.ledger_id]
+
+
+async def test_audit_finds_offloaded_copies_nothing_names_and_fix_deletes_them() -> None:
+    from magnetar.broker.deletion.service import OffloadStoreDeleter
+    from magnetar.storage.offload import BlockOffloadStore, OffloadSettings
+    from magnetar.storage.offload.memory import MemoryBlobStore
+
+    disk = Disk()
+    blobs = MemoryBlobStore()
+    offload = BlockOffloadStore(blobs, OffloadSettings(driver="memory"))
+    factory = LedgerFactory(disk.store, disk.metadata, config=ManagedLedgerConfig(max_entries_per_ledger=2),
+                            offload_store=offload)
+    service = LedgerDeletionService(factory, disk.store, SystemClock(), DeletionConfig(parallelism=1),
+                                    OffloadStoreDeleter(offload))
+    await service.start()
+    ledger = await factory.open("t/ns/persistent/offloaded")
+    for i in range(5):
+        await ledger.add_entry(f"m{i}".encode())
+    sealed = ledger.ledgers()[0].ledger_id
+    await ledger.offload_ledger(sealed)  # named by the record: not an orphan
+    stray = offload.new_context(sealed)  # a copy nothing names (an attempt whose record write was lost)
+
+    async def read(first: int, last: int) -> list[bytes]:
+        return await ledger.read_range(sealed, first, last)
+
+    await offload.write_ledger(stray, 2, read, {"pulsar/managed-ledger": "t/ns/persistent/offloaded"})
+    report = await service.audit(disk.metadata, fix=True)
+    assert [(o.ledger_id, o.uuid, o.owner) for o in report.offload_orphans] == [
+        (sealed, stray.uuid, "t/ns/persistent/offloaded")]
+    await asyncio.wait_for(service.drained(), WAIT_S)
+    assert [c.uuid for c in await offload.list_copies()] == [ledger.ledgers()[0].offload.context.uuid]  # type: ignore[union-attr]
+    await service.close()
