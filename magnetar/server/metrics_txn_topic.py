@@ -1,7 +1,10 @@
 """Transaction-buffer and pending-ack metrics with Pulsar's names, per topic and per subscription:
 ``pulsar_txn_tb_active_total`` (open transactions), ``pulsar_txn_tb_committed_total`` and
 ``pulsar_txn_tb_aborted_total`` (transactions ended on the topic), ``pulsar_txn_tp_committed_count_total``
-and ``pulsar_txn_tp_aborted_count_total`` (transactions ended on a subscription's pending acks). Only topics
+and ``pulsar_txn_tp_aborted_count_total`` (transactions ended on a subscription's pending acks); PIP-178
+snapshots: ``pulsar_txn_tb_snapshot_index_total`` (keys of the last snapshot, -end included; 1 for a single
+record), ``pulsar_txn_tb_snapshot_aborted_txn_ids`` and ``pulsar_txn_tb_snapshot_segment_op_total`` (keyed
+writes, tombstones and reads of the snapshot topic by ``op`` and ``status``). Only topics
 that have seen a transaction are listed, so idle topics cost nothing at scrape time.
 """
 
@@ -13,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from magnetar.broker.service import BrokerService
+from magnetar.broker.transactions.buffer import TransactionBuffer
 
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
 SUB_LABELS = [*TOPIC_LABELS, "subscription"]
@@ -36,6 +40,7 @@ class TxnTopicCollector(Collector):
         tp_aborted = CounterMetricFamily("pulsar_txn_tp_aborted_count",
                                          "Transactions aborted on the subscription's pending acks",
                                          labels=SUB_LABELS)
+        snap = self._snapshot_metrics()
         for topic in list(self._broker.topics.values()):
             txn = topic.txn
             if txn is None:
@@ -51,4 +56,25 @@ class TxnTopicCollector(Collector):
             for name, store in list(txn.stores.items()):
                 tp_committed.add_metric([*labels, name], store.committed_total)
                 tp_aborted.add_metric([*labels, name], store.aborted_total)
-        yield from (active, committed, aborted, tp_committed, tp_aborted)
+            self._add_snapshot(snap, labels, tb)
+        yield from (active, committed, aborted, tp_committed, tp_aborted, *snap)
+
+    @staticmethod
+    def _snapshot_metrics() -> tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]:
+        return (
+            GaugeMetricFamily("pulsar_txn_tb_snapshot_index_total", "Keys of the topic's last buffer snapshot",
+                              labels=TOPIC_LABELS),
+            GaugeMetricFamily("pulsar_txn_tb_snapshot_aborted_txn_ids", "Aborted ids in the last buffer snapshot",
+                              labels=TOPIC_LABELS),
+            CounterMetricFamily("pulsar_txn_tb_snapshot_segment_op", "Snapshot segment operations",
+                                labels=[*TOPIC_LABELS, "op", "status"]),
+        )
+
+    def _add_snapshot(self, snap: tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily],
+                      labels: list[str], tb: TransactionBuffer) -> None:
+        info = tb.snapshot_info()
+        if info is not None:
+            snap[0].add_metric(labels, info.segments + 1)
+            snap[1].add_metric(labels, info.aborted)
+        for (op, status), count in self._broker.txn_snapshots.segmented.ops.get(tb.topic, {}).items():
+            snap[2].add_metric([*labels, op, status], count)

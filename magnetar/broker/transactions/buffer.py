@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from magnetar import protocol as proto
 from magnetar.broker.errors import PersistenceError
 from magnetar.broker.transactions.api import InvalidTxnStatus, TxnAction, TxnId
-from magnetar.broker.transactions.snapshot import AbortedSnapshot, SnapshotError, SnapshotStore
+from magnetar.broker.transactions.snapshot import AbortedSnapshot, SnapshotError, SnapshotInfo, SnapshotStore
 from magnetar.clock import Clock
 from magnetar.ledger.api import EntryCorruptedError, ManagedLedger, ManagedLedgerError, Position
 from magnetar.metadata.api import MetadataError
@@ -124,6 +124,13 @@ class TransactionBuffer:
 
     def aborted_index(self) -> list[tuple[TxnId, Position]]:
         return list(self._aborted.items())
+
+    def aborted_count(self) -> int:
+        return len(self._aborted)
+
+    def snapshot_info(self) -> SnapshotInfo | None:
+        """The last snapshot written or loaded (scheme, segments, ids) as the store knows it."""
+        return self._snapshots.info(self.topic)
 
     def _recompute(self) -> None:
         limits = [before(p) for p in self._ongoing.values()]

@@ -142,6 +142,13 @@ class SegmentedSnapshotStore:
         self._info: dict[str, SnapshotInfo] = {}
         self._written: dict[str, dict[int, bytes]] = {}  # topic -> segment number -> value last written
         self.writes = 0  # keyed messages written (tests and the benchmark read it)
+        # topic -> (op, status) -> count: Pulsar's pulsar_txn_tb_snapshot_segment_op_total
+        self.ops: dict[str, dict[tuple[str, str], int]] = {}
+
+    def _count(self, topic: str, op: str, ok: bool) -> None:
+        counts = self.ops.setdefault(topic, {})
+        key = (op, "success" if ok else "fail")
+        counts[key] = counts.get(key, 0) + 1
 
     async def _keyed(self, topic: str) -> KeyedTopic:
         keyed = await self._topics(topic, True)
@@ -150,14 +157,26 @@ class SegmentedSnapshotStore:
         return keyed
 
     async def _write(self, keyed: KeyedTopic, key: str, value: bytes | None) -> None:
-        await keyed.write(key, value)
+        topic, _, _ = key.rpartition("-")
+        op = "add" if value is not None else "del"
+        try:
+            await keyed.write(key, value)
+        except SnapshotError:
+            self._count(topic, op, False)
+            raise
+        self._count(topic, op, True)
         self.writes += 1
 
     async def load(self, topic: str) -> AbortedSnapshot | None:
         keyed = await self._topics(topic, False)
         if keyed is None:
             return None
-        latest = await keyed.latest(f"{topic}-")
+        try:
+            latest = await keyed.latest(f"{topic}-")
+        except SnapshotError:
+            self._count(topic, "read", False)
+            raise
+        self._count(topic, "read", True)
         end: Segment | None = None
         segments: list[Segment] = []
         high = 0
@@ -206,6 +225,7 @@ class SegmentedSnapshotStore:
         """Tombstones for every key the topic has (or may have) in the snapshot topic."""
         self._info.pop(topic, None)
         self._written.pop(topic, None)
+        self.ops.pop(topic, None)
         keyed = await self._topics(topic, False)
         if keyed is None:
             return
@@ -228,10 +248,11 @@ class SwitchedSnapshotStore:
     own), so a topic moves to the other scheme on its next snapshot without losing ids; that save then
     deletes the old scheme's copy. ``pinned`` topics (the snapshot topics themselves) always use ``single``."""
 
-    def __init__(self, segmented: SnapshotStore, single: SnapshotStore, *, segmented_enabled: bool,
+    def __init__(self, segmented: SegmentedSnapshotStore, single: SnapshotStore, *, segmented_enabled: bool,
                  pinned: Callable[[str], bool]) -> None:
         self.segmented_enabled = segmented_enabled
-        self._segmented = segmented
+        self.segmented = segmented
+        self._segmented: SnapshotStore = segmented
         self._single = single
         self._pinned = pinned
         self._stale: set[str] = set()  # topics whose other-scheme copy is still stored

@@ -42,8 +42,14 @@ def buffer_stats(tb: TransactionBuffer, last_confirmed: Position, *, segment_sta
         "recoverEndTime": tb.recover_end_ms,
         "snapshotStats": None,
     }
-    if segment_stats:  # one snapshot record for now (PIP-178 segments it)
-        stats["snapshotStats"] = {"segmentsSize": 0, "unsealedAbortTxnIDs": len(tb.aborted_index())}
+    info = tb.snapshot_info()
+    stats["snapshotType"] = None if info is None else info.kind.capitalize()  # "Single" or "Multiple" (PIP-178)
+    stats["snapshotSegments"] = 0 if info is None else info.segments + (info.kind == "multiple")  # with -end
+    stats["snapshotAbortedTxnIds"] = 0 if info is None else info.aborted  # in the last snapshot
+    stats["totalAbortedTransactions"] = tb.aborted_count()  # in the index now
+    if segment_stats:
+        segments = 0 if info is None else info.segments
+        stats["snapshotStats"] = {"segmentsSize": segments, "unsealedAbortTxnIDs": tb.aborted_count()}
     return stats
 
 
