@@ -33,7 +33,7 @@ from magnetar.broker.names import TopicName
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.api import TransactionConflict, TxnAction, TxnId
 from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId
-from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
+from magnetar.broker.transactions.snapshot import MetadataSnapshotStore, SnapshotStore
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.clock import ManualClock
 from magnetar.ledger.api import InitialPosition, ManagedLedger, ManagedLedgerConfig, ManagedLedgerError, Position
@@ -122,7 +122,8 @@ class TxnSimulation:
     async def boot(self) -> None:
         self.world += 1
         self.timers = Timers(self.clock)
-        self.factory = LedgerFactory(CrashableLedgerStore(self.disk, clock=self.clock), self.metadata,
+        self.store = CrashableLedgerStore(self.disk, clock=self.clock)
+        self.factory = LedgerFactory(self.store, self.metadata,
                                      config=self.config, clock=self.clock, sleep_ms=self.timers.sleep_ms)
         ledger = await self.factory.open(TOPIC.managed_ledger_name)
         self.topic = FakeTopic(ledger, self.clock)
@@ -132,10 +133,14 @@ class TxnSimulation:
                 name, ledger, cursor, self.clock, durable=True, read_batch_max=10, read_bytes_max=1 << 20
             )
             self.topic.subscriptions[name].sub_type = 1  # Shared
-        self.tt = TopicTransactions(self.topic, ledgers=self.factory, snapshots=MetadataSnapshotStore(self.metadata),
+        self.tt = TopicTransactions(self.topic, ledgers=self.factory, snapshots=await self.snapshot_store(),
                                     ledger_config=self.config, snapshot_min_interval_ms=self.snapshot_interval_ms,
                                     sleep_ms=self.timers.sleep_ms)
         await self.tt.recover()
+
+    async def snapshot_store(self) -> SnapshotStore:
+        """Where this world's buffer keeps its snapshots (``txn_snapshot_world`` puts PIP-178's segments here)."""
+        return MetadataSnapshotStore(self.metadata)
 
     async def run(self) -> TxnStats:
         await self.boot()
