@@ -3,6 +3,7 @@ Pulsar's buffered-writer metric names, and startup refusing invalid batching set
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -68,3 +69,39 @@ def test_startup_refuses_invalid_batching_settings_naming_the_key(tmp_path: Path
     with pytest.raises(RuntimeError) as failed:
         proc.start()
     assert "transactionLogBatchedWriteMaxDelayInMillis must be at least 1" in str(failed.value)
+
+
+async def run_transactions(url: str) -> None:
+    """Three transactional sends and three transactional acks, each its own transaction."""
+    from magnetar.client import Client
+
+    async with Client(url, operation_timeout_ms=10_000) as client:
+        producer = await client.create_producer("persistent://public/default/batched-txn")
+        consumer = await client.subscribe("persistent://public/default/batched-txn", "s", initial_position="earliest")
+        for i in range(3):
+            async with client.transaction(timeout_ms=30_000) as txn:
+                await producer.send(f"m{i}".encode(), txn=txn)
+        for _ in range(3):
+            msg = await consumer.receive()
+            async with client.transaction(timeout_ms=30_000) as txn:
+                await consumer.acknowledge(msg, txn=txn)
+
+
+def test_batched_transactions_count_their_flush_triggers_in_metrics(tmp_path: Path) -> None:
+    """With both logs batched, transactions end up in batched entries and /metrics counts why they flushed."""
+    broker = BrokerProcess(tmp_path / "data", extra_args=(
+        "--set", "transactionLogBatchedWriteEnabled=true", "--set", "transactionPendingAckBatchedWriteEnabled=true",
+    )).start()
+    try:
+        asyncio.run(asyncio.wait_for(run_transactions(broker.url), 60))
+        with urllib.request.urlopen(broker.web_url + "/metrics", timeout=15) as resp:
+            samples = {s.name: s.value for f in text_string_to_metric_families(resp.read().decode())
+                       for s in f.samples}
+        for prefix in ("pulsar_txn_tc", "pulsar_txn_pending_ack_store"):
+            assert samples[f"{prefix}_bufferedwriter_flush_trigger_max_delay_total"] > 0, prefix
+            assert samples[f"{prefix}_bufferedwriter_batch_records_count"] > 0, prefix
+        status, shown = call(broker.web_url, "GET", BASE)
+        assert status == 200
+        assert shown["transactionLog"]["recordsWritten"] >= shown["transactionLog"]["entriesWritten"] > 0
+    finally:
+        broker.kill()
