@@ -34,6 +34,7 @@ from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.replication.service import stop_replicators
 from magnetar.broker.service import PARTITIONS_MAX, BrokerService, namespace_key, partitioned_topic_key
 from magnetar.broker.topic import TERMINATED_PROPERTY, PersistentTopic
+from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
 from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.metadata import api as md
 
@@ -198,7 +199,7 @@ class BrokerAdmin:
 
     async def delete_namespace(self, ns: NamespaceName, *, force: bool) -> None:
         await self._policies_record(ns)
-        topics = await self.topics(ns)
+        topics = [t for t in await self.topics(ns) if not is_snapshot_topic(t)]  # system topics go with it
         partitioned = await self.partitioned_topics(ns)
         if (topics or partitioned) and not force:
             raise Conflict("Cannot delete non empty namespace")

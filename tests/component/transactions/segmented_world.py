@@ -72,6 +72,7 @@ class SegmentedWorld:
         self.segment_size = segment_ids * ID_BYTES
         self.budget: int | None = None
         self.compactions_asked = 0
+        self.compact_after_bytes = NEVER
         self.truth_aborted: dict[TxnId, Position] = {}
         self.truth_committed: set[TxnId] = set()
         self.next_txn = 1
@@ -99,7 +100,7 @@ class SegmentedWorld:
         def asked(_: CompactedTopic) -> None:
             self.compactions_asked += 1
 
-        return Budgeted(SystemKeyedTopic(self.host, asked, NEVER), self)
+        return Budgeted(SystemKeyedTopic(self.host, asked, self.compact_after_bytes), self)
 
     async def compact_snapshots(self) -> None:
         assert self.host.compacted is not None

@@ -12,7 +12,7 @@ import pytest
 
 from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.names import TopicName
+from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.transactions.api import TxnAction
 from magnetar.broker.transactions.segmented_snapshot import END, parse_key
 from magnetar.metadata.memory import MemoryMetadataStore
@@ -102,4 +102,11 @@ async def test_snapshot_keys_stats_restart_and_deletion(stores: Stores) -> None:
     await BrokerAdmin(sa.broker).delete_topic(TopicName.parse(TOPIC), force=True)
     assert await _keys(sa, TOPIC) == []
     assert await _keys(sa, other) != []
+    admin = BrokerAdmin(sa.broker)
+    await admin.create_namespace(NamespaceName("public", "only-snapshots"), None)
+    await sa.broker.txn_snapshots.save("persistent://public/only-snapshots/gone", buffer.snapshot())
+    assert SNAPSHOT_TOPIC.replace("default", "only-snapshots") in await admin.topics(NamespaceName.parse(
+        "public/only-snapshots"))
+    await admin.delete_namespace(NamespaceName("public", "only-snapshots"), force=False)  # no user topic left
+    assert not await sa.broker.namespace_exists(NamespaceName("public", "only-snapshots"))
     await sa.stop()

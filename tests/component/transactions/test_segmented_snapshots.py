@@ -143,6 +143,23 @@ async def test_compaction_keeps_only_the_latest_value_per_key() -> None:
     assert {t for t, _ in tb.aborted_index()} == world.expected_aborted()
 
 
+async def test_a_snapshot_asks_for_compaction_once_enough_was_written() -> None:
+    world = SegmentedWorld(segment_ids=5)
+    world.compact_after_bytes = 2_000
+    tb = await world.start()
+    await world.abort_some(12)
+    await tb.take_snapshot()
+    assert world.compactions_asked == 0  # about 600 bytes past the horizon
+    for _ in range(4):
+        await world.abort_some(6)
+        await tb.take_snapshot()
+    assert world.compactions_asked > 0
+    await world.compact_snapshots()
+    asked = world.compactions_asked
+    await tb.take_snapshot()  # the horizon moved: a small snapshot asks nothing
+    assert world.compactions_asked == asked
+
+
 async def test_deleting_the_topic_tombstones_its_keys_only() -> None:
     world = SegmentedWorld(segment_ids=5)
     tb = await world.start()
