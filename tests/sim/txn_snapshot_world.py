@@ -15,9 +15,7 @@ Run it: ``.venv/bin/python -m tests.sim.txn_snapshot_world --seeds 1000 --ops 30
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
 import sys
 
 from magnetar.broker.compaction import CompactedTopic
@@ -28,7 +26,8 @@ from magnetar.broker.transactions.snapshot import SnapshotError, SnapshotStore
 from magnetar.broker.transactions.snapshot_topic import SystemKeyedTopic, snapshot_topic_of
 from magnetar.clock import ManualClock
 from magnetar.ledger.api import ManagedLedger, Position
-from tests.sim.txn_world import TOPIC, InvariantViolation, TxnSimulation
+from tests.sim.txn_world import TOPIC, TxnSimulation
+from tests.sim.txn_world import main as txn_main
 
 MAX_SIZE = 5 * 1024 * 1024
 
@@ -110,31 +109,7 @@ def run_snapshot_seed(seed: int, ops: int) -> SnapshotSimulation:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, help="replay this one seed")
-    parser.add_argument("--start", type=int, default=0)
-    parser.add_argument("--seeds", type=int, default=1000)
-    parser.add_argument("--ops", type=int, default=300)
-    parser.add_argument("--trace", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.CRITICAL)
-    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    for seed in seeds:  # bounded by --seeds
-        sim = SnapshotSimulation(seed, args.ops)
-        try:
-            asyncio.run(sim.run())
-        except InvariantViolation as exc:
-            print(exc)
-            print(f"replay: .venv/bin/python -m tests.sim.txn_snapshot_world --seed {seed} --ops {args.ops} --trace")
-            return 1
-        finally:
-            if args.trace:
-                print("\n".join(sim.trace))
-        if args.seed is not None:
-            print(f"seed {seed}: ok, {sim.stats}, snapshot writes {sim.snapshot_writes}, "
-                  f"faults {sim.snapshot_faults}, compactions {sim.snapshot_compactions}")
-    print(f"{len(seeds)} seeds ok")
-    return 0
+    return txn_main(argv, SnapshotSimulation, "tests.sim.txn_snapshot_world")
 
 
 if __name__ == "__main__":

@@ -387,7 +387,8 @@ def run_txn_seed(seed: int, ops: int) -> tuple[TxnStats, str]:
     return stats, sim.digest()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, simulation: type[TxnSimulation] = TxnSimulation,
+         module: str = "tests.sim.txn_world") -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, help="replay this one seed")
     parser.add_argument("--start", type=int, default=0)
@@ -398,12 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.CRITICAL)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
     for seed in seeds:  # bounded by --seeds
-        sim = TxnSimulation(seed, args.ops)
+        sim = simulation(seed, args.ops)
         try:
             stats = asyncio.run(sim.run())
         except InvariantViolation as exc:
             print(exc)
-            print(f"replay: .venv/bin/python -m tests.sim.txn_world --seed {seed} --ops {args.ops} --trace")
+            print(f"replay: .venv/bin/python -m {module} --seed {seed} --ops {args.ops} --trace")
             return 1
         finally:
             if args.trace:

@@ -3,7 +3,6 @@ compacted snapshot topic on in-memory stores; restartable, with a write budget t
 
 from __future__ import annotations
 
-from magnetar import protocol as proto
 from magnetar.broker.compaction import CompactedTopic
 from magnetar.broker.compaction.compactor import compact
 from magnetar.broker.transactions.api import TxnAction, TxnId
@@ -16,19 +15,13 @@ from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, Position, Re
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage.memory import MemoryLedgerStore
+from tests.unit.broker.transactions.test_txn_buffer import message
 
 TOPIC = "persistent://public/default/t"
 TOPIC_ML = "public/default/persistent/t"
 SNAP_ML = "public/default/persistent/__transaction_buffer_snapshot"
 MAX_SIZE = 5 * 1024 * 1024
 NEVER = 10**12
-
-
-def message(body: bytes, txn: TxnId | None = None) -> bytes:
-    meta = proto.pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
-    if txn is not None:
-        meta.txnid_most_bits, meta.txnid_least_bits = txn.most, txn.least
-    return proto.make_entry(meta, body)
 
 
 class SnapHost:

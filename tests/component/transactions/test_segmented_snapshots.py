@@ -53,28 +53,9 @@ async def test_a_small_index_writes_only_end() -> None:
     assert keys_of(await world.snapshot_keys()) == [END]
 
 
-async def _cut_run(cut: int, *, trim: bool, compact_at_cut: bool) -> SegmentedWorld:
-    """Snapshot 1 complete, then more traffic (and maybe a trim), then snapshot 2 cut after ``cut`` writes."""
-    world = SegmentedWorld(segment_ids=5, entries_per_ledger=9)
-    tb = await world.start()
-    await world.abort_some(23)
-    await world.commit_one()
-    await tb.take_snapshot()
-    if trim:
-        await world.trim()
-        await world.abort_some(4)
-    else:
-        await world.abort_some(17)
-    await world.commit_one()
-    world.budget = cut
-    await tb.take_snapshot()  # the cut fails a write: logged, the snapshot stays partial
-    world.budget = None
-    if compact_at_cut:
-        await world.compact_snapshots()
-    return world
-
-
-async def _full_writes(trim: bool) -> int:
+async def _cut_run(cut: int | None, *, trim: bool, compact_at_cut: bool = False) -> tuple[SegmentedWorld, int]:
+    """Snapshot 1 complete, then more traffic (and maybe a trim), then snapshot 2 cut after ``cut`` writes
+    (None: not cut). Returns the world and the keyed writes snapshot 2 made."""
     world = SegmentedWorld(segment_ids=5, entries_per_ledger=9)
     tb = await world.start()
     await world.abort_some(23)
@@ -87,17 +68,22 @@ async def _full_writes(trim: bool) -> int:
         await world.abort_some(17)
     await world.commit_one()
     before = world.snapshots.writes
-    await tb.take_snapshot()
-    return world.snapshots.writes - before
+    world.budget = cut
+    await tb.take_snapshot()  # a cut fails a write: logged, the snapshot stays partial
+    world.budget = None
+    if compact_at_cut:
+        await world.compact_snapshots()
+    return world, world.snapshots.writes - before
 
 
 @pytest.mark.parametrize("trim", [False, True], ids=["growing", "trimmed"])
 async def test_recovery_is_correct_at_every_cut_point_of_a_snapshot(trim: bool) -> None:
-    full = await _full_writes(trim)
+    world, full = await _cut_run(None, trim=trim)
+    await world.factory.close()
     assert full >= 4  # changed segments, -end (and tombstones when trimmed): several cut points
     for cut in range(full + 1):
         for compact_at_cut in (False, True):
-            world = await _cut_run(cut, trim=trim, compact_at_cut=compact_at_cut)
+            world, _ = await _cut_run(cut, trim=trim, compact_at_cut=compact_at_cut)
             tb = await world.restart()
             aborted = {t for t, _ in tb.aborted_index()}
             assert world.expected_aborted() <= aborted, (cut, compact_at_cut)  # nothing still needed is lost
