@@ -98,6 +98,25 @@ class Client:
             self._coordinators = Coordinators(ctx)
         return await self._coordinators.new_transaction(timeout_ms)
 
+    async def transaction_of(self, txn_id: tuple[int, int], timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS) -> Transaction:
+        """A handle on a transaction opened elsewhere (another process), to commit or abort it by its id."""
+        return Transaction(await self._coordinators_found(), txn_id, timeout_ms)
+
+    async def transactions_available(self) -> bool:
+        """Whether the broker runs transaction coordinators (``transactionCoordinatorEnabled``); asks once,
+        without the retries that opening a transaction makes."""
+        ctx = self._context
+        if self._coordinators is None:
+            self._coordinators = Coordinators(ctx)
+        return await self._coordinators.available()
+
+    async def _coordinators_found(self) -> Coordinators:
+        ctx = self._context
+        if self._coordinators is None:
+            self._coordinators = Coordinators(ctx)
+        await self._coordinators.discover()
+        return self._coordinators
+
     def transaction(self, timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS) -> TransactionScope:
         """``async with client.transaction() as txn:`` commits on a clean exit, aborts on an exception."""
         return TransactionScope(lambda: self.new_transaction(timeout_ms))

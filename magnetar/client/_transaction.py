@@ -52,7 +52,8 @@ class Coordinators:
         self._round_robin = itertools.count()
         self._discovery: asyncio.Lock = asyncio.Lock()
 
-    async def _discover(self) -> int:
+    async def discover(self) -> int:
+        """The number of coordinators; raises TransactionCoordinatorNotFound when the broker runs none."""
         async with self._discovery:
             if self._count == 0:
                 count = await partition_count(self._ctx.pool, self._ctx.config.service_url, ASSIGN_TOPIC)
@@ -62,6 +63,19 @@ class Coordinators:
                     await self._connect(tc_id)
                 self._count = count
         return self._count
+
+    async def available(self) -> bool:
+        """Whether coordinator 0 answers TC_CLIENT_CONNECT (one try: a broker without transactions says no)."""
+        if self._count:
+            return True
+        if await partition_count(self._ctx.pool, self._ctx.config.service_url, ASSIGN_TOPIC) == 0:
+            return False
+        try:
+            conn = await self.connection(0)
+            await conn.request(lambda rid: txn_commands.tc_client_connect(rid, 0))
+        except (TransactionCoordinatorNotFound, ServiceNotReady):
+            return False
+        return True
 
     async def connection(self, tc_id: int) -> Connection:
         return await self._ctx.connection_for(partition_name(ASSIGN_TOPIC, tc_id))
@@ -81,7 +95,7 @@ class Coordinators:
     async def new_transaction(self, timeout_ms: int) -> Transaction:
         if timeout_ms <= 0:
             raise ValueError("timeout_ms must be positive")
-        count = await self._discover()
+        count = await self.discover()
         tc_id = next(self._round_robin) % count
         reply = await self.request(tc_id, lambda rid: txn_commands.new_txn(rid, tc_id, timeout_ms))
         r = reply.newTxnResponse

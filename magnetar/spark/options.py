@@ -24,7 +24,11 @@ SOURCE_OPTIONS: Final = (
 )
 SINK_OPTIONS: Final = (
     *_COMMON, "topic", "topics", "topicsPattern", "deliveryGuarantee", "batchingEnabled", "maxPendingMessages",
+    "txnTimeoutMs", "sinkId", "checkpointLocation",
 )
+EXACTLY_ONCE: Final = "exactly_once"
+AT_LEAST_ONCE: Final = "at_least_once"
+GUARANTEES: Final = (EXACTLY_ONCE, AT_LEAST_ONCE)
 
 
 class OptionError(ValueError):
@@ -61,10 +65,13 @@ class SourceOptions:
 class SinkOptions:
     service_url: str
     topic: str | None
-    delivery_guarantee: str
+    delivery_guarantee: str | None  # None: exactly_once if the broker has transactions, else at_least_once
     batching: bool
     max_pending_messages: int
     client_options: tuple[tuple[str, int], ...]
+    txn_timeout_ms: int = 120_000
+    sink_id: str = "default"
+    checkpoint_location: str | None = None
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -185,12 +192,12 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
 def parse_sink(options: Mapping[str, str]) -> SinkOptions:
     opts = _lower(options)
     _reject_unknown(opts, SINK_OPTIONS)
-    guarantee = opts.get("deliveryguarantee", "at_least_once").strip().lower()
-    if guarantee == "exactly_once":
-        raise OptionError("deliveryGuarantee exactly_once needs broker transactions, not available yet; "
-                          "use at_least_once")
-    if guarantee != "at_least_once":
-        raise OptionError(f"option deliveryGuarantee must be at_least_once, got {guarantee!r}")
+    guarantee = opts.get("deliveryguarantee", "").strip().lower() or None
+    if guarantee is not None and guarantee not in GUARANTEES:
+        raise OptionError(f"option deliveryGuarantee must be one of {', '.join(GUARANTEES)}, got {guarantee!r}")
+    sink_id = opts.get("sinkid", "default").strip()
+    if not sink_id or not all(c.isalnum() or c in "-_." for c in sink_id) or sink_id.startswith("."):
+        raise OptionError(f"option sinkId must be letters, digits, '-', '_' or '.', got {sink_id!r}")
     topic = opts.get("topic") or None
     if opts.get("topics") or opts.get("topicspattern"):
         raise OptionError("the sink takes option topic (or a topic column), not topics/topicsPattern")
@@ -201,4 +208,7 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         batching=_bool(opts, "batchingEnabled", True),
         max_pending_messages=_int(opts, "maxPendingMessages", minimum=1) or 10_000,
         client_options=_client_options(opts),
+        txn_timeout_ms=_int(opts, "txnTimeoutMs", minimum=1) or 120_000,
+        sink_id=sink_id,
+        checkpoint_location=opts.get("checkpointlocation") or None,
     )

@@ -14,12 +14,15 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from magnetar.spark.options import parse_sink, parse_source
+from magnetar.spark.options import OptionError, parse_sink, parse_source
 from magnetar.spark.reader import PulsarBatchReader, PulsarStreamReader
 from magnetar.spark.schema import SOURCE_DDL
-from magnetar.spark.writer import PulsarBatchWriter, PulsarStreamWriter, check_sink_schema
+from magnetar.spark.writer import PulsarBatchWriter, PulsarStreamWriter, check_sink_schema, resolve_guarantee
 
-__all__ = ["PulsarDataSource"]
+__all__ = ["OVERWRITE_REFUSED", "PulsarDataSource"]
+
+OVERWRITE_REFUSED = ("a Pulsar topic is append-only: mode('overwrite') would have to delete what consumers may "
+                     "already have read, so the pulsar sink refuses it; use .mode('append')")
 
 
 class PulsarDataSource(DataSource):
@@ -39,11 +42,13 @@ class PulsarDataSource(DataSource):
         return PulsarStreamReader(parse_source(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise OptionError(OVERWRITE_REFUSED)
         opts = parse_sink(self.options)
         check_sink_schema(schema, opts)
-        return PulsarBatchWriter(opts)
+        return PulsarBatchWriter(resolve_guarantee(opts))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         opts = parse_sink(self.options)
         check_sink_schema(schema, opts)
-        return PulsarStreamWriter(opts)
+        return PulsarStreamWriter(resolve_guarantee(opts))

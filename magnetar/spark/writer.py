@@ -1,11 +1,12 @@
-"""Batch and streaming sinks (at-least-once): every task sends its rows and waits for every receipt.
+"""Batch and streaming sinks: every task sends its rows and waits for every receipt.
 
 Rows arrive as Arrow record batches; ``value`` is required, ``key``, ``topic`` (when no ``topic``
 option), ``eventTime`` and ``properties`` are optional. Producers are cached per worker process
 (``runtime.process_cache``) and keyed by broker and topic; a producer that failed is dropped from the
 cache. Sends are pipelined within a bounded window; any row whose send fails fails the task, so Spark
-retries it (duplicates are possible, loss is not). Knows Spark's writer classes and
-``magnetar.client``; exactly-once through transactions comes later.
+retries it (at-least-once: duplicates are possible, loss is not). With ``deliveryGuarantee=exactly_once``
+(the default when the broker has transactions) the same sends run inside one transaction per task and
+``exactly_once`` commits them from the driver. Knows Spark's writer classes and ``magnetar.client``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -21,11 +22,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType, TimestampNTZType, TimestampType
 
-from magnetar.client import PartitionedProducer, Producer
-from magnetar.spark import runtime
-from magnetar.spark.options import OptionError, SinkOptions
+from magnetar.client import PartitionedProducer, Producer, Transaction
+from magnetar.spark import exactly_once, runtime
+from magnetar.spark.options import AT_LEAST_ONCE, EXACTLY_ONCE, OptionError, SinkOptions
 
-__all__ = ["PulsarBatchWriter", "PulsarStreamWriter", "SinkCommit", "check_sink_schema"]
+__all__ = ["PulsarBatchWriter", "PulsarStreamWriter", "SinkCommit", "check_sink_schema", "resolve_guarantee",
+           "write_batches"]
 
 _WINDOW_MAX: Final = 10_000
 
@@ -90,7 +92,16 @@ def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
         yield {n: col[i] for n, col in columns.items()}
 
 
-async def _send_batch(opts: SinkOptions, batch: pa.RecordBatch, pending: deque[tuple[str, Any]]) -> None:
+async def _join(txn: Transaction, producer: Producer | PartitionedProducer, joined: set[str]) -> None:
+    """Register every partition of ``producer`` with ``txn`` once (``send_nowait`` needs them registered)."""
+    for child in producer.producers if isinstance(producer, PartitionedProducer) else [producer]:
+        if child.topic not in joined:
+            await txn.register_partition(child.topic)
+            joined.add(child.topic)
+
+
+async def _send_batch(opts: SinkOptions, batch: pa.RecordBatch, pending: deque[tuple[str, Any]],
+                      slot: exactly_once.TxnSlot | None, joined: set[str]) -> None:
     for row in _rows(batch):
         topic = opts.topic or row.get("topic")
         if not topic:
@@ -99,10 +110,15 @@ async def _send_batch(opts: SinkOptions, batch: pa.RecordBatch, pending: deque[t
             raise OptionError(f"a row for {topic} has a null value")
         props = row.get("properties")
         producer = await _producer(opts, topic)
+        txn = None
+        if slot is not None:
+            txn = await slot.get()
+            await _join(txn, producer, joined)
         try:
             future = producer.send_nowait(
                 _as_bytes(row["value"]), key=_as_key(row.get("key")),
                 properties=dict(props) if props else None, event_time_ms=_event_ms(row.get("eventTime")),
+                txn=txn,
             )
         except Exception:
             _forget(opts, topic)
@@ -123,13 +139,15 @@ async def _settle(opts: SinkOptions, pending: deque[tuple[str, Any]], keep: int 
             raise RuntimeError(f"a row sent to {topic} was not stored: {exc}") from exc
 
 
-def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
-    """Send every row of ``batches``; return only when every row's receipt is in."""
+def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch],
+                  txn: exactly_once.TxnSlot | None = None) -> SinkCommit:
+    """Send every row of ``batches`` (inside ``txn`` if given); return only when every row's receipt is in."""
     pending: deque[tuple[str, Any]] = deque()
+    joined: set[str] = set()
     rows = 0
     try:
         for batch in batches:  # ends with Spark's iterator
-            runtime.run(_send_batch(opts, batch, pending))
+            runtime.run(_send_batch(opts, batch, pending, txn, joined))
             rows += batch.num_rows
         runtime.run(_flush_all(opts, pending))
     finally:
@@ -151,25 +169,57 @@ async def _abandon(pending: deque[tuple[str, Any]]) -> None:
     await asyncio.gather(*futures, return_exceptions=True)
 
 
+def resolve_guarantee(opts: SinkOptions) -> SinkOptions:
+    """Driver side: settle ``deliveryGuarantee`` (exactly-once when the broker has transactions, unless told)."""
+    if opts.delivery_guarantee == AT_LEAST_ONCE:
+        return opts
+    client = runtime.client_for(opts.service_url, opts.client_options)
+    available = runtime.run(client.transactions_available(), 120.0)
+    if opts.delivery_guarantee == EXACTLY_ONCE and not available:
+        raise OptionError(f"deliveryGuarantee exactly_once needs broker transactions, and the broker at "
+                          f"{opts.service_url} has none (transactionCoordinatorEnabled=false); enable them or "
+                          f"use deliveryGuarantee at_least_once")
+    return replace(opts, delivery_guarantee=EXACTLY_ONCE if available else AT_LEAST_ONCE)
+
+
+def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    if opts.delivery_guarantee == EXACTLY_ONCE:
+        return exactly_once.write_in_txn(opts, iterator)
+    return write_batches(opts, iterator)
+
+
 class PulsarBatchWriter(DataSourceArrowWriter):
+    """Exactly-once: the job's output becomes visible in ``commit``, only when every task succeeded."""
+
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
-        return write_batches(self.opts, iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _write(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.delivery_guarantee == EXACTLY_ONCE:
+            exactly_once.commit_batch(self.opts, messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.delivery_guarantee == EXACTLY_ONCE:
+            exactly_once.abort_txns(self.opts, messages, None)
 
 
 class PulsarStreamWriter(DataSourceStreamArrowWriter):
-    """At-least-once: tasks wait for every receipt, so commit has nothing left to do."""
+    """At-least-once: tasks wait for every receipt, so commit has nothing left to do. Exactly-once: see
+    ``exactly_once`` (intent under the checkpoint, then commit of every task's transaction)."""
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
-        return write_batches(self.opts, iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _write(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        return None
+        if self.opts.delivery_guarantee == EXACTLY_ONCE:
+            exactly_once.commit_stream(self.opts, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        return None
+        if self.opts.delivery_guarantee == EXACTLY_ONCE:
+            exactly_once.abort_txns(self.opts, messages, batchId)

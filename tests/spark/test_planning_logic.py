@@ -40,8 +40,15 @@ def test_options_name_the_problem() -> None:
         parse_source({"service.url": URL, "topic": "t", "endingOffsets": "latest"}, streaming=True)
     opts = parse_source({"service.url": URL, "TOPICS": "a, b", "maxEntriesPerTrigger": "7"}, streaming=True)
     assert opts.topics.topics == ("a", "b") and opts.max_records_per_trigger == 7 and opts.starting == "latest"
-    with pytest.raises(OptionError, match="exactly_once"):
-        parse_sink({"service.url": URL, "topic": "t", "deliveryGuarantee": "exactly_once"})
+    with pytest.raises(OptionError, match="deliveryGuarantee must be one of exactly_once, at_least_once"):
+        parse_sink({"service.url": URL, "topic": "t", "deliveryGuarantee": "exactly-twice"})
+    with pytest.raises(OptionError, match="sinkId"):
+        parse_sink({"service.url": URL, "topic": "t", "sinkId": "../elsewhere"})
+    sink = parse_sink({"service.url": URL, "topic": "t", "DELIVERYGUARANTEE": "Exactly_Once", "txnTimeoutMs": "9000",
+                       "checkpointLocation": "/cp", "sinkId": "orders-v2"})
+    assert (sink.delivery_guarantee, sink.txn_timeout_ms, sink.checkpoint_location, sink.sink_id) == (
+        "exactly_once", 9000, "/cp", "orders-v2")
+    assert parse_sink({"service.url": URL, "topic": "t"}).delivery_guarantee is None  # decided by the broker
 
 
 def test_split_cuts_at_ledger_starts_and_covers_the_range() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pulsar
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -28,7 +30,8 @@ def test_batch_write_lands_every_row(spark: SparkSession, broker: BrokerProcess,
         F.create_map(F.lit("n"), F.col("id").cast("string")).alias("properties"),
         F.lit(dt.datetime(2024, 1, 2, 3, 4, 5)).alias("eventTime"),
     )
-    df.write.format("pulsar").option("service.url", broker.url).option("topic", topic).mode("append").save()
+    (df.write.format("pulsar").option("service.url", broker.url).option("topic", topic)
+     .option("deliveryGuarantee", "at_least_once").mode("append").save())
     got = read_back(client, topic)
     assert sorted(m.data.decode() for m in got) == sorted(f"v-{i}" for i in range(500))
     for m in got:
@@ -72,3 +75,71 @@ def test_missing_value_column_is_refused(spark: SparkSession, broker: BrokerProc
         assert "value column" in str(exc)
     else:
         raise AssertionError("a frame without a value column was written")
+
+
+def test_overwrite_mode_is_refused_and_writes_nothing(spark: SparkSession, broker: BrokerProcess,
+                                                      client: Client) -> None:
+    topic = topic_name("overwrite")
+    df = spark.createDataFrame([("x",)], "value STRING")
+    with pytest.raises(Exception, match="append-only"):
+        df.write.format("pulsar").option("service.url", broker.url).option("topic", topic).mode("overwrite").save()
+    with pytest.raises(Exception, match="Append"):  # save() without a mode: ErrorIfExists, refused by Spark
+        df.write.format("pulsar").option("service.url", broker.url).option("topic", topic).save()
+    assert read_back(client, topic) == []
+
+
+def test_failed_exactly_once_batch_job_leaves_nothing_visible(
+    spark: SparkSession, broker: BrokerProcess, client: Client
+) -> None:
+    """One task fails while the other writes its rows in a transaction: nothing of the job ever becomes visible;
+    a message sent after the failure is the first and only thing a reader (the official client) sees. (The
+    driver aborts what finished tasks report; a task Spark interrupts leaves its transaction to the timeout.)"""
+    topic = topic_name("eo-fail")
+
+    @F.udf("string")
+    def boom(n: int) -> str:
+        if n == 99:
+            raise ValueError("row 99 is poisoned")
+        return f"r{n}"
+
+    df = spark.range(0, 100, numPartitions=2).select(boom(F.col("id")).alias("value"))
+    with pytest.raises(Exception, match="poisoned"):
+        (df.write.format("pulsar").option("service.url", broker.url).option("topic", topic)
+         .option("deliveryGuarantee", "exactly_once").option("txnTimeoutMs", "15000").mode("append").save())
+    official = pulsar.Client(broker.url)
+    try:
+        for part in range(PARTITIONS):
+            name = f"{topic}-partition-{part}"
+            producer = official.create_producer(name)
+            producer.send(b"after")
+            producer.close()
+            reader = official.create_reader(name, pulsar.MessageId.earliest)
+            assert reader.read_next(90_000).data() == b"after"  # held back while a transaction of the job is open
+            assert not reader.has_message_available()
+    finally:
+        official.close()
+
+
+def test_exactly_once_batch_write_commits_every_row(spark: SparkSession, broker: BrokerProcess,
+                                                    client: Client) -> None:
+    topic = topic_name("eo-batch")
+    df = spark.range(300).select(F.concat(F.lit("e"), F.col("id").cast("string")).alias("value"))
+    (df.write.format("pulsar").option("service.url", broker.url).option("topic", topic)
+     .option("deliveryGuarantee", "exactly_once").mode("append").save())
+    assert sorted(m.data.decode() for m in read_back(client, topic)) == sorted(f"e{i}" for i in range(300))
+
+
+def test_exactly_once_without_broker_transactions_is_a_clear_error(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    plain = BrokerProcess(tmp_path / "no-txn", extra_args=("--set", "transactionCoordinatorEnabled=false")).start()
+    try:
+        df = spark.createDataFrame([("x",)], "value STRING")
+        with pytest.raises(Exception, match="transactionCoordinatorEnabled=false"):
+            (df.write.format("pulsar").option("service.url", plain.url).option("topic", "t")
+             .option("deliveryGuarantee", "exactly_once").mode("append").save())
+        df.write.format("pulsar").option("service.url", plain.url).option("topic", "t").mode("append").save()
+        with Client(plain.url) as c:  # no option: at-least-once on a broker without transactions
+            assert [m.data for m in c.read("t", start="earliest", end="latest", timeout_ms=10_000)] == [b"x"]
+    finally:
+        plain.kill()
