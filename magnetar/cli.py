@@ -1,5 +1,5 @@
 """The ``magnetar`` command line: ``magnetar standalone``, ``magnetar admin``, ``magnetar perf``,
-``magnetar tokens`` (more verbs join as their issues land)."""
+``magnetar tokens``, ``magnetar spark`` (more verbs join as their issues land)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from magnetar.client.remote import RemoteProducers
 from magnetar.config import ConfigError, build_settings, parse_overrides, port_number, read_file
 from magnetar.perf import add_perf_parser, run_perf
 from magnetar.server.standalone import StandaloneSettings, StartupError, run_standalone
+from magnetar.spark_cli import add_spark_parser, run_spark
 from magnetar.tokens_cli import add_tokens_parser, run_tokens
 
 
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     add_admin_parser(verbs)
     add_perf_parser(verbs)
     add_tokens_parser(verbs)
+    add_spark_parser(verbs)
     return parser
 
 
@@ -76,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_perf(args)
     if args.verb == "tokens":
         return run_tokens(args)
+    if args.verb == "spark":
+        return run_spark(args)
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

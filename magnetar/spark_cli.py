@@ -1,0 +1,78 @@
+"""``magnetar spark ...``: Spark jobs run from the command line. One verb per job, each a (parser, runner)
+pair in ``_VERBS``, so a new job adds one entry.
+
+* ``export --service-url URL --topic T [--from earliest] [--to latest] --out PATH [--format parquet]
+  [--master local[*]] [--mode errorifexists] [--min-partitions N]``: the topic range written by
+  ``magnetar.spark.export_topic``.
+
+PySpark is imported only when a job runs (``magnetar[spark]``). Exit codes: 0 done, 1 the job failed, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["add_spark_parser", "run_spark"]
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--service-url", default="pulsar://localhost:6650", help="broker (default pulsar://localhost:6650)")
+    p.add_argument("--topic", required=True, help="topic to export (a partitioned topic: all its partitions)")
+    p.add_argument("--from", dest="start", default="earliest",
+                   help="earliest (default), JSON message ids per partition, epoch ms or ISO-8601 publish time")
+    p.add_argument("--to", dest="end", default="latest",
+                   help="latest (default), JSON message ids per partition, epoch ms or ISO-8601 publish time")
+    p.add_argument("--out", required=True, help="output path (any path Spark writes: file, hdfs://, s3a://)")
+    p.add_argument("--format", default="parquet", help="output format: parquet (default), or delta, orc, json...")
+    p.add_argument("--mode", default="errorifexists", choices=["errorifexists", "overwrite", "append", "ignore"])
+    p.add_argument("--min-partitions", type=int, default=None, help="split large partitions into more tasks")
+
+
+def _export(args: argparse.Namespace, spark: Any) -> int:
+    from magnetar.spark import export_topic
+
+    rows = export_topic(spark, args.service_url, args.topic, args.out, start=args.start, end=args.end,
+                        file_format=args.format, mode=args.mode, min_partitions=args.min_partitions)
+    print(f"exported {args.topic} to {args.out} ({args.format}): {rows} rows")
+    return 0
+
+
+_VERBS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace, Any], int]]] = {
+    "export": ("write a topic range to Parquet (or another format) as a Spark job", _export_args, _export),
+}
+
+
+def add_spark_parser(verbs: Any) -> None:
+    parser = verbs.add_parser("spark", help="Spark jobs: topic export")
+    jobs = parser.add_subparsers(dest="spark_verb", required=True)
+    for name, (help_text, add_args, _) in _VERBS.items():
+        job = jobs.add_parser(name, help=help_text)
+        job.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+        add_args(job)
+
+
+def run_spark(args: argparse.Namespace) -> int:
+    from pyspark.sql import SparkSession
+
+    from magnetar.spark.options import OptionError
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need the interpreter that has magnetar
+    ours = SparkSession.getActiveSession() is None  # stop only a session this command started
+    spark = (SparkSession.builder.master(args.master).appName(f"magnetar spark {args.spark_verb}")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        return _VERBS[args.spark_verb][2](args, spark)
+    except OptionError as exc:
+        print(f"magnetar spark {args.spark_verb}: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        print(f"magnetar spark {args.spark_verb}: failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if ours:
+            spark.stop()
