@@ -253,3 +253,24 @@ class BufferedWriter:
             if not p.future.done():
                 p.future.set_exception(WriterClosed("the log writer closed before this record was written"))
         await self._settled.wait()
+
+
+class RecordWriter(Protocol):
+    """Makes one serialized record durable and tells where it lies (what the coordinator log and the
+    pending-ack logs write through; :class:`BufferedWriter` is the implementation)."""
+
+    def write(self, record: bytes) -> asyncio.Future[RecordPosition]: ...
+
+    async def close(self) -> None: ...
+
+
+WriterFactory = Callable[[LogLedger], RecordWriter]
+
+
+def plain_writer_for(kind: LogKind) -> WriterFactory:
+    """A factory of writers putting one record per entry (batching off) for one kind of log."""
+
+    def new(ledger: LogLedger) -> RecordWriter:
+        return BufferedWriter(ledger, kind, BatchingConfig(enabled=False))
+
+    return new

@@ -24,9 +24,10 @@ from magnetar.broker.transactions.api import (
     TxnId,
     TxnParticipants,
 )
+from magnetar.broker.transactions.buffered_writer import WriterFactory
 from magnetar.broker.transactions.coordinator import EndPolicy, TransactionCoordinator, TxnCounters, TxnMeta
 from magnetar.broker.transactions.states import check_open
-from magnetar.broker.transactions.txn_log import TxnLog, WriterFactory, plain_writer
+from magnetar.broker.transactions.txn_log import TxnLog, plain_writer
 from magnetar.clock import Clock
 from magnetar.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
 

@@ -16,14 +16,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from magnetar.broker.names import TopicName
 from magnetar.broker.transactions import log_records
 from magnetar.broker.transactions.api import TxnAction, TxnId
-from magnetar.broker.transactions.buffered_writer import BatchingConfig, BufferedWriter, RecordPosition, WriterError
+from magnetar.broker.transactions.buffered_writer import (
+    RecordPosition,
+    RecordWriter,
+    WriterError,
+    WriterFactory,
+    plain_writer_for,
+)
 from magnetar.ledger.api import (
     Cursor,
     InitialPosition,
@@ -124,20 +130,8 @@ class PendingAckLog(Protocol):
     async def delete(self) -> None: ...
 
 
-class RecordWriter(Protocol):
-    """Makes one serialized record durable and tells where it lies (PIP-160's BufferedWriter)."""
-
-    def write(self, record: bytes) -> asyncio.Future[RecordPosition]: ...
-
-    async def close(self) -> None: ...
-
-
-WriterFactory = Callable[[ManagedLedger], RecordWriter]
-
-
-def plain_writer(ledger: ManagedLedger) -> RecordWriter:
-    """One record per entry (PIP-160 batching off)."""
-    return BufferedWriter(ledger, LogKind.PENDING_ACK, BatchingConfig(enabled=False))
+#: one record per entry (PIP-160 batching off)
+plain_writer = plain_writer_for(LogKind.PENDING_ACK)
 
 
 class ManagedLedgerAckLog:

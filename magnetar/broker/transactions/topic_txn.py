@@ -31,11 +31,11 @@ from magnetar.broker.transactions.buffer import (
     before,
     txn_of,
 )
+from magnetar.broker.transactions.buffered_writer import WriterFactory
 from magnetar.broker.transactions.pending_ack import PendingAckStore
 from magnetar.broker.transactions.pending_ack_log import (
     AckedId,
     ManagedLedgerAckLog,
-    WriterFactory,
     pending_ack_topic,
     plain_writer,
 )

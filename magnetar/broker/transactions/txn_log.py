@@ -14,12 +14,11 @@ use, so no id is ever handed out twice. Knows nothing of the wire or of particip
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 from google.protobuf.message import DecodeError
 
@@ -27,7 +26,13 @@ from magnetar.broker.errors import PersistenceError
 from magnetar.broker.names import TopicName
 from magnetar.broker.transactions import log_records
 from magnetar.broker.transactions.api import TxnId
-from magnetar.broker.transactions.buffered_writer import BatchingConfig, BufferedWriter, RecordPosition, WriterError
+from magnetar.broker.transactions.buffered_writer import (
+    RecordPosition,
+    RecordWriter,
+    WriterError,
+    WriterFactory,
+    plain_writer_for,
+)
 from magnetar.broker.transactions.states import TxnStatus
 from magnetar.ledger.api import (
     Cursor,
@@ -121,20 +126,8 @@ def decode(data: bytes) -> TxnLogRecord:
     )
 
 
-class RecordWriter(Protocol):
-    """Makes one serialized record durable and tells where it lies (PIP-160's BufferedWriter is one)."""
-
-    def write(self, record: bytes) -> asyncio.Future[RecordPosition]: ...
-
-    async def close(self) -> None: ...
-
-
-WriterFactory = Callable[[ManagedLedger], RecordWriter]
-
-
-def plain_writer(ledger: ManagedLedger) -> RecordWriter:
-    """One record per entry (batching off)."""
-    return BufferedWriter(ledger, LogKind.TRANSACTION, BatchingConfig(enabled=False))
+#: one record per entry (PIP-160 batching off)
+plain_writer = plain_writer_for(LogKind.TRANSACTION)
 
 
 class TxnLog:
