@@ -48,7 +48,12 @@ class Budgeted:
             if self._world.budget <= 0:
                 raise SnapshotError("cut")
             self._world.budget -= 1
-        await self._inner.write(key, value)
+        self._world.in_flight += 1
+        self._world.max_in_flight = max(self._world.max_in_flight, self._world.in_flight)
+        try:
+            await self._inner.write(key, value)
+        finally:
+            self._world.in_flight -= 1
 
     async def latest(self, prefix: str) -> dict[str, bytes]:
         return await self._inner.latest(prefix)
@@ -65,6 +70,7 @@ class SegmentedWorld:
         self.segment_size = segment_ids * ID_BYTES
         self.budget: int | None = None
         self.compactions_asked = 0
+        self.in_flight = self.max_in_flight = 0  # keyed writes under way at once
         self.compact_after_bytes = NEVER
         self.truth_aborted: dict[TxnId, Position] = {}
         self.truth_committed: set[TxnId] = set()

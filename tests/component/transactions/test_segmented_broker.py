@@ -15,6 +15,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.transactions.api import TxnAction
 from magnetar.broker.transactions.segmented_snapshot import END, parse_key
+from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.server.standalone import Standalone, StandaloneSettings
 from magnetar.storage.memory import MemoryLedgerStore
@@ -33,9 +34,10 @@ class Stores:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path, self.metadata, self.store = tmp_path, MemoryMetadataStore(), MemoryLedgerStore()
 
-    async def start(self, registry: FakeRegistry) -> Standalone:
+    async def start(self, registry: FakeRegistry, *, segmented: bool = True) -> Standalone:
+        config = BrokerConfig(**{**CONFIG, "transaction_buffer_segmented_snapshot_enabled": segmented})  # type: ignore[arg-type]
         settings = StandaloneSettings(data_dir=self.tmp_path, bind_address="127.0.0.1", broker_port=0, web_port=0,
-                                      broker=BrokerConfig(**CONFIG))  # type: ignore[arg-type]
+                                      broker=config)
         sa = Standalone(settings, metadata=self.metadata, store=self.store)
         await sa.start()
         sa.broker.txn_registry = registry
@@ -109,4 +111,37 @@ async def test_snapshot_keys_stats_restart_and_deletion(stores: Stores) -> None:
         "public/only-snapshots"))
     await admin.delete_namespace(NamespaceName("public", "only-snapshots"), force=False)  # no user topic left
     assert not await sa.broker.namespace_exists(NamespaceName("public", "only-snapshots"))
+    await sa.stop()
+
+
+async def test_flipping_the_switch_moves_the_snapshot_without_losing_ids(stores: Stores) -> None:
+    registry = FakeRegistry()
+    sa = await stores.start(registry, segmented=False)
+    peer = await WirePeer.connect(sa.broker_port)
+    producer = await Producer.create(peer, TOPIC)
+    for i in range(7):
+        txn = registry.new_txn()
+        registry.add_partition(txn, TOPIC)
+        await producer.send(b"a%d" % i, txn)
+        await registry.end(sa.broker.txn_participants, txn, TxnAction.ABORT)
+    await producer.send(b"p0")
+    await peer.close()
+    await sa.broker.topics[TOPIC].txn.buffer.take_snapshot()  # type: ignore[union-attr]
+    assert await stores.metadata.get(MetadataSnapshotStore.key(TOPIC)) is not None  # the 7 ids in one record
+    crash(sa)
+
+    for segmented, round_ in ((True, "to segments"), (False, "back to one record")):
+        sa = await stores.start(registry, segmented=segmented)
+        consumer = await WirePeer.connect(sa.broker_port)
+        await subscribe(consumer, TOPIC, sub=f"s-{segmented}")
+        assert [body for body, _ in await received(consumer, 1)] == [b"p0"], round_  # every abort filtered
+        await nothing_more(consumer)
+        loaded = sa.broker.topics[TOPIC]
+        assert loaded.txn is not None and loaded.txn.buffer.aborted_count() == 7, round_
+        await loaded.txn.buffer.take_snapshot()  # the next snapshot moves the topic to the configured scheme
+        record = await stores.metadata.get(MetadataSnapshotStore.key(TOPIC))
+        assert (record is None) == segmented, round_
+        assert (await _keys(sa, TOPIC) != []) == segmented, round_
+        await consumer.close()
+        crash(sa)
     await sa.stop()

@@ -4,6 +4,8 @@ possible write, trimming, compaction, deletion, and the switch between the two s
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from magnetar.broker.transactions.api import TxnId
@@ -187,6 +189,15 @@ async def test_the_switch_moves_a_topic_between_schemes_without_losing_ids() -> 
     assert await world.snapshot_keys() == {}  # moved back: the segments are tombstoned
     restored = await single.load(TOPIC)
     assert restored is not None and {t for t, _ in restored.aborted} == world.expected_aborted()
+
+
+async def test_one_snapshot_write_at_a_time() -> None:
+    world = SegmentedWorld(segment_ids=1)
+    tb = await world.start()
+    await world.abort_some(20)
+    await asyncio.gather(tb.take_snapshot(), tb.take_snapshot(), tb.take_snapshot())
+    assert world.max_in_flight == 1
+    assert {t for t, _ in (await world.snapshots.load(TOPIC) or tb.snapshot()).aborted} == world.expected_aborted()
 
 
 async def test_aborts_bring_the_next_snapshot_forward() -> None:
