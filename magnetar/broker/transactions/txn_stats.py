@@ -44,7 +44,7 @@ def buffer_stats(tb: TransactionBuffer, last_confirmed: Position, *, segment_sta
     }
     info = tb.snapshot_info()
     stats["snapshotType"] = None if info is None else info.kind.capitalize()  # "Single" or "Multiple" (PIP-178)
-    stats["snapshotSegments"] = 0 if info is None else info.segments + (info.kind == "multiple")  # with -end
+    stats["snapshotSegments"] = 0 if info is None else info.segments + 1  # keys with -end (1: one record)
     stats["snapshotAbortedTxnIds"] = 0 if info is None else info.aborted  # in the last snapshot
     stats["totalAbortedTransactions"] = tb.aborted_count()  # in the index now
     if segment_stats:

@@ -16,6 +16,7 @@ from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.transactions.api import TxnAction
 from magnetar.broker.transactions.segmented_snapshot import END, parse_key
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
+from magnetar.broker.transactions.txn_stats import buffer_stats
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.server.standalone import Standalone, StandaloneSettings
 from magnetar.storage.memory import MemoryLedgerStore
@@ -142,6 +143,9 @@ async def test_flipping_the_switch_moves_the_snapshot_without_losing_ids(stores:
         record = await stores.metadata.get(MetadataSnapshotStore.key(TOPIC))
         assert (record is None) == segmented, round_
         assert (await _keys(sa, TOPIC) != []) == segmented, round_
+        stats = buffer_stats(loaded.txn.buffer, loaded.ledger.last_confirmed)
+        expected = ("Multiple", 4, 7) if segmented else ("Single", 1, 7)  # 7 ids, 2 a segment: -1, -2, -3, -end
+        assert (stats["snapshotType"], stats["snapshotSegments"], stats["snapshotAbortedTxnIds"]) == expected, round_
         await consumer.close()
         crash(sa)
     await sa.stop()
