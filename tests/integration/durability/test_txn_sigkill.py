@@ -4,7 +4,7 @@ pending ack) on a topic; after the restart plain official-client consumers see e
 The open transaction comes back from the coordinator's log with its deadline and times out (aborted) after
 the restart: only then do the plain messages published behind it become visible, its message never does,
 and the message it acked is delivered again. Restarted a second time (gracefully), the view is the same.
-Run with the pending-ack log written one record per entry and batched (PIP-160).
+Run with the coordinator log and the pending-ack log written one record per entry, and both batched (PIP-160).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ async def _before_kill(url: str) -> None:
 
 @pytest.mark.parametrize("pending_ack_log", ["plain", "batched"])
 async def test_sigkill_with_open_committed_and_aborted_txns(tmp_path: Path, pending_ack_log: str) -> None:
-    batching = ("--set", "transactionPendingAckBatchedWriteEnabled=true") if pending_ack_log == "batched" else ()
+    batching = ("--set", "transactionPendingAckBatchedWriteEnabled=true",
+                "--set", "transactionLogBatchedWriteEnabled=true") if pending_ack_log == "batched" else ()
     broker = BrokerProcess(tmp_path / "data", extra_args=batching).start()
     try:
         await _before_kill(broker.url)
