@@ -109,6 +109,27 @@ class SubscriptionAdmin:
             t.subscriptions[name] = sub
         log.info("created subscription %s on %s", name, topic)
 
+    async def set_replicated(self, topic: TopicName, name: str, enabled: Any) -> None:
+        """PIP-33's replicatedSubscriptionStatus: the only way to turn replicated state off."""
+        if not isinstance(enabled, bool):
+            raise InvalidRequest("The body must be true or false")
+        service = self.admin.broker.replicated_subscriptions
+        if enabled and not service.enabled:
+            raise PreconditionFailed("Replicated subscriptions are disabled on this broker")
+        pairs = [await self._subscription(t, name) for t in await self.admin.targets(topic)]
+        for loaded, sub in pairs:
+            if not sub.durable:
+                raise PreconditionFailed("Only durable subscriptions can be replicated")
+            await service.set_status(loaded, sub, enabled)
+        log.info("subscription %s on %s: replicated state %s", name, topic, "on" if enabled else "off")
+
+    async def get_replicated(self, topic: TopicName, name: str) -> dict[str, bool]:
+        found = {}
+        for target in await self.admin.targets(topic):
+            loaded, sub = await self._subscription(target, name)
+            found[str(loaded.name)] = sub.replicated
+        return found
+
     async def delete(self, topic: TopicName, name: str, *, force: bool) -> None:
         pairs = [await self._subscription(t, name) for t in await self.admin.targets(topic)]
         if not force and any(sub.consumers for _t, sub in pairs):

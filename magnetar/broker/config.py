@@ -84,6 +84,11 @@ class BrokerConfig:
     # geo-replication (broker/replication/)
     replication_producer_queue_size: int = 1000  # replicationProducerQueueSize: entries in flight per replicator
     replication_policy_check_duration_seconds: int = 600  # replicationPolicyCheckDurationSeconds
+    # PIP-33 replicated subscriptions (broker/replicated_subscriptions/)
+    enable_replicated_subscriptions: bool = True  # enableReplicatedSubscriptions
+    replicated_subscriptions_snapshot_frequency_millis: int = 1000  # replicatedSubscriptionsSnapshotFrequencyMillis
+    replicated_subscriptions_snapshot_timeout_seconds: int = 30  # replicatedSubscriptionsSnapshotTimeoutSeconds
+    replicated_subscriptions_snapshot_max_cached_per_subscription: int = 30  # ...SnapshotMaxCachedPerSubscription
     # compaction (broker/compaction/); a namespace's compaction_threshold overrides the threshold
     broker_service_compaction_threshold_bytes: int = 0  # brokerServiceCompactionThresholdInBytes: 0 = off
     broker_service_compaction_monitor_interval_seconds: int = 60  # brokerServiceCompactionMonitorIntervalInSeconds

@@ -27,6 +27,7 @@ from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.nonpersistent import NonPersistentTopics
 from magnetar.broker.offload.service import OffloadService
 from magnetar.broker.policies.service import PolicyService, QuotaTopic
+from magnetar.broker.replicated_subscriptions.service import ReplicatedSubscriptions
 from magnetar.broker.replication.service import ReplicationService
 from magnetar.broker.retention import ExpiringTopic, RetentionService, namespace_policies
 from magnetar.broker.schema import SchemaRegistry
@@ -125,6 +126,14 @@ class BrokerService:
             queue_size=config.replication_producer_queue_size,
             check_interval_s=config.replication_policy_check_duration_seconds,
         )
+        # PIP-33: snapshots and subscription updates ride the replicators
+        self.replicated_subscriptions = ReplicatedSubscriptions(
+            self.replication, lambda: self.topics.values(), self.clock,
+            enabled=config.enable_replicated_subscriptions,
+            frequency_ms=config.replicated_subscriptions_snapshot_frequency_millis,
+            timeout_s=config.replicated_subscriptions_snapshot_timeout_seconds,
+            max_cached=config.replicated_subscriptions_snapshot_max_cached_per_subscription,
+        )
         self.compaction = CompactionService(
             store, self.clock, lambda ns: namespace_policies(metadata, ns), self._compacted_topics,
             threshold_bytes=config.broker_service_compaction_threshold_bytes,
@@ -148,6 +157,7 @@ class BrokerService:
         self.policies.start()
         self.offload.start()
         self.replication.start()
+        self.replicated_subscriptions.start()
         from magnetar.broker.inactive import InactiveTopics  # it drives the admin, which imports this module
 
         self.inactive_topics = InactiveTopics.for_broker(self)
@@ -374,6 +384,7 @@ class BrokerService:
         await loaded.start()
         try:
             await self.replication.topic_loaded(loaded)
+            self.replicated_subscriptions.topic_loaded(loaded)
         except BaseException:
             await loaded.close()
             raise
@@ -424,6 +435,7 @@ class BrokerService:
         await self.retention.stop()
         await self.policies.stop()
         await self.offload.stop()
+        await self.replicated_subscriptions.close()
         await self.replication.close()
         if self.compaction is not None:
             await self.compaction.stop()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, SubType
@@ -46,6 +46,7 @@ class Subscription:
         self.durable = durable
         self.sub_type: int | None = None
         self.replicated = False
+        self.on_mark_delete: Callable[[Subscription], None] | None = None  # PIP-33 snapshots follow it
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
         self.dispatcher: Dispatcher | None = None
@@ -120,6 +121,8 @@ class Subscription:
         self.acked_counter += len(ids)
         if self.cursor.mark_delete_position != before:
             self.last_mark_delete_advanced_ms = now
+            if self.on_mark_delete is not None:
+                self.on_mark_delete(self)
 
     def _acknowledge(self, consumer: Consumer, ack_type: int, ids: Sequence[proto.pb.MessageIdData]) -> None:
         if ack_type == ACK_CUMULATIVE:

@@ -35,6 +35,7 @@ from magnetar.broker.replication.api import ReplicatorView, is_replicator_produc
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.topic_txn import TopicTransactions
+from magnetar.broker.visible import last_visible
 from magnetar.clock import Clock
 from magnetar.ledger.api import (
     Cursor,
@@ -92,6 +93,9 @@ class PersistentTopic:
         self.access = ProducerAccess(self, self._fence)
         self.txn = transactions(self) if transactions is not None else None  # the transaction buffer and acks
         self.replicators: dict[str, ReplicatorView] = {}  # by remote cluster; the replication service fills it
+        # PIP-33: the replicated-subscriptions controller, and its hook for marker copies from other clusters
+        self.replicated_subscriptions: object | None = None
+        self.on_marker_stored: Callable[[Position, proto.pb.MessageMetadata, bytes], None] | None = None
         self.compacted: CompactedTopic | None = None  # set by the broker when compaction is available
         for cursor_name, cursor in ledger.cursors.items():
             if is_reserved_cursor(cursor_name):
@@ -220,6 +224,10 @@ class PersistentTopic:
         if txn_send is not None and self.txn is not None:
             self.txn.watch_send(txn_send, result)
         self._start_append(producer, name, last_seq, num_messages, entry, result)
+        if self.on_marker_stored is not None and metadata.replicated_from and metadata.HasField("marker_type"):
+            hook = self.on_marker_stored
+            result.add_done_callback(
+                lambda f: None if f.cancelled() or f.exception() else hook(f.result(), metadata, entry))
         if last_seq is not None:
             self.dedup.pushed(name, last_seq, result)
         producer.msg_in_counter += num_messages
@@ -407,6 +415,8 @@ class PersistentTopic:
             last = next(stored, last)
         if self.txn is not None:  # not past an open transaction, a marker or an aborted entry
             last = await self.txn.last_visible(last)
+        else:  # not a marker (replicated-subscription snapshots)
+            last = await last_visible(self.ledger, last)
         if last.entry_id < 0:
             return last, -1
         entry = await self.ledger.read_entry(last)

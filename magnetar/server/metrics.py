@@ -26,6 +26,7 @@ from magnetar.server.metrics_deletion import DeletionCollector
 from magnetar.server.metrics_txn import CoordinatorCollector
 from magnetar.server.metrics_txn_log import BufferedWriterCollector
 from magnetar.server.metrics_txn_topic import TxnTopicCollector
+from magnetar.server.replicated_subscriptions_metrics import ReplicatedSubscriptionsCollector
 from magnetar.server.replication_metrics import ReplicationCollector
 
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
@@ -220,4 +221,5 @@ def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegis
     registry.register(TxnTopicCollector(broker))
     registry.register(DeletionCollector(broker))
     registry.register(ReplicationCollector(broker, rates))
+    registry.register(ReplicatedSubscriptionsCollector(broker))
     return registry

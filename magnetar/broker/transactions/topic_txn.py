@@ -28,7 +28,6 @@ from magnetar.broker.transactions.buffer import (
     SleepMs,
     TransactionBuffer,
     asyncio_sleep_ms,
-    before,
     txn_of,
 )
 from magnetar.broker.transactions.buffered_writer import WriterFactory
@@ -40,12 +39,12 @@ from magnetar.broker.transactions.pending_ack_log import (
     plain_writer,
 )
 from magnetar.broker.transactions.snapshot import SnapshotStore
+from magnetar.broker.visible import last_visible
 from magnetar.clock import Clock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, ManagedLedgerError, ManagedLedgerFactory, Position
 
 log = logging.getLogger("magnetar.broker.transactions.topic")
 
-VISIBLE_SCAN_ENTRIES_MAX = 1000  # entries GET_LAST_MESSAGE_ID walks back over markers and aborted entries
 
 
 class TxnTopic(Protocol):
@@ -197,25 +196,12 @@ class TopicTransactions:
         marker, not an aborted transaction's entry (bounded walk back; past it, the limit itself)."""
         limit = self.buffer.max_read_position()
         position = min(last, limit) if limit is not None else last
-        probe = position
-        for _ in range(VISIBLE_SCAN_ENTRIES_MAX):
-            if probe.entry_id < 0:  # before a ledger's first entry: the previous ledger's last one
-                earlier = [s for s in self._topic.ledger.ledgers() if s.ledger_id < probe.ledger_id and s.entries > 0]
-                if not earlier:
-                    return min(probe, self._topic.ledger.first_position())  # nothing readable at all
-                previous = max(earlier, key=lambda s: s.ledger_id)
-                probe = Position(previous.ledger_id, previous.entries - 1)
-                continue
-            try:
-                entry = await self._topic.ledger.read_entry(probe)
-            except ManagedLedgerError:
-                return position
-            meta = proto.parse_entry_metadata(entry.data)
+
+        def hidden(meta: proto.pb.MessageMetadata) -> bool:
             txn = txn_of(meta)
-            if not meta.HasField("marker_type") and (txn is None or not self.buffer.is_aborted(txn)):
-                return probe
-            probe = before(probe)
-        return position
+            return meta.HasField("marker_type") or (txn is not None and self.buffer.is_aborted(txn))
+
+        return await last_visible(self._topic.ledger, position, hidden)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 

@@ -164,6 +164,13 @@ def subscription_routes(subs: SubscriptionAdmin) -> list[Route]:
         await subs.create(_topic(req), match(req, "subName"), body, replicated=flag(req, "replicated"))
         return no_content()
 
+    async def set_replicated(req: web.Request) -> web.Response:
+        await subs.set_replicated(_topic(req), match(req, "subName"), await json_body(req, required=True))
+        return no_content()
+
+    async def get_replicated(req: web.Request) -> web.Response:
+        return ok(await subs.get_replicated(_topic(req), match(req, "subName")))
+
     async def delete(req: web.Request) -> web.Response:
         await subs.delete(_topic(req), match(req, "subName"), force=flag(req, "force"))
         return no_content()
@@ -203,6 +210,12 @@ def subscription_routes(subs: SubscriptionAdmin) -> list[Route]:
         Route("PUT", SUB, create, "Create a subscription at a position (default latest)", "subscriptions", ok=204,
               body=message_id, query={"replicated": {"type": "boolean"}}),
         Route("DELETE", SUB, delete, "Delete a subscription", "subscriptions", ok=204, query=FORCE),
+        Route("POST", SUB + "/replicatedSubscriptionStatus", set_replicated,
+              "Turn a subscription's replicated state (PIP-33) on or off", "subscriptions", ok=204,
+              body={"type": "boolean"}, body_required=True),
+        Route("GET", SUB + "/replicatedSubscriptionStatus", get_replicated,
+              "Whether the subscription (each partition's) is replicated", "subscriptions",
+              result={"type": "object", "additionalProperties": {"type": "boolean"}}),
         Route("POST", SUB + "/skip_all", skip_all, "Clear the backlog", "subscriptions", ok=204),
         Route("POST", SUB + "/skip/{n}", skip, "Skip n messages", "subscriptions", ok=204),
         Route("POST", SUB + "/resetcursor/{timestamp}", reset_time, "Reset the cursor to a publish time",

@@ -127,7 +127,7 @@ async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: mem
     if not conn.is_open or req.consumer_id in conn.consumers:
         raise ConsumerBusy("Connection closed or consumer id reused while subscribing")
     sub = await topic.subscribe(consumer, durable=durable, initial_position=initial, start=start)
-    sub.replicated = sub.replicated or req.replicate_subscription_state
+    await conn.broker.replicated_subscriptions.subscribed(topic, sub, req.replicate_subscription_state)
     if not conn.is_open:
         await topic.remove_consumer(consumer)
         return

@@ -1,0 +1,228 @@
+"""The replicated-subscriptions controller of one topic: starts snapshots, answers other clusters'
+requests, keeps each replicated subscription's snapshot cache, writes UPDATE markers when a
+subscription's mark-delete passes a snapshot, and applies UPDATE markers from other clusters.
+
+It meets the topic through two hooks (a marker copy was stored; a subscription's mark-delete moved) and
+writes markers through the replication service, whose replicators carry them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from magnetar import protocol as proto
+from magnetar.broker.replicated_subscriptions import codec
+from magnetar.broker.replicated_subscriptions.cache import PROPERTY, Snapshot, SnapshotCache
+from magnetar.broker.replicated_subscriptions.rounds import PendingSnapshot, Step
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.topic import PersistentTopic
+from magnetar.clock import Clock
+from magnetar.ledger.api import InitialPosition, Position
+
+log = logging.getLogger("magnetar.broker.replicated_subscriptions")
+
+PENDING_MAX = 16  # snapshots in progress per topic
+
+
+@dataclass(slots=True)
+class Totals:
+    """Broker-wide figures for the metrics."""
+
+    timedout: int = 0
+    completed: int = 0
+    snapshot_ms_sum: float = 0.0
+    markers_written: int = 0
+
+
+class TopicController:
+    def __init__(
+        self,
+        topic: PersistentTopic,
+        *,
+        local_cluster: str,
+        publish: Callable[[PersistentTopic, bytes], Awaitable[Position]],
+        clock: Clock,
+        totals: Totals,
+        timeout_s: float,
+        max_cached: int,
+    ) -> None:
+        self.topic = topic
+        self.local_cluster = local_cluster
+        self._publish = publish
+        self._clock = clock
+        self._totals = totals
+        self._timeout_ms = timeout_s * 1000
+        self._max_cached = max_cached
+        self.pending: dict[str, PendingSnapshot] = {}
+        self.completed_once = False
+        self.marker_copies_in = 0
+        self._data_at_last_start = -1
+        self.caches: dict[str, SnapshotCache] = {}
+        self._seq = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---- subscriptions -------------------------------------------------------------------------------
+
+    def attach(self, sub: Subscription) -> None:
+        sub.replicated = True
+        sub.on_mark_delete = self.mark_delete_moved
+        self.caches.setdefault(sub.name, SnapshotCache(self._max_cached))
+
+    def detach(self, sub: Subscription) -> None:
+        sub.replicated = False
+        sub.on_mark_delete = None
+        self.caches.pop(sub.name, None)
+
+    def replicated_subscriptions(self) -> list[Subscription]:
+        return [s for s in self.topic.subscriptions.values() if s.replicated and s.durable]
+
+    # ---- starting snapshots --------------------------------------------------------------------------
+
+    def _data_published(self) -> int:
+        """Messages stored that are not marker copies: what a new snapshot could cover."""
+        return self.topic.msg_in_counter - self.marker_copies_in
+
+    def expire(self) -> None:
+        now = self._clock.monotonic_ms()
+        for sid, pending in list(self.pending.items()):
+            if now - pending.started_ms > self._timeout_ms:
+                del self.pending[sid]
+                self._totals.timedout += 1
+                log.info("%s: snapshot %s timed out waiting for %s", self.topic.name, sid, sorted(pending.awaiting))
+
+    def skip_reason(self) -> str | None:
+        if not self.replicated_subscriptions():
+            return "no replicated subscription"
+        if not self.topic.replicators:
+            return "no remote cluster"
+        if self.pending and not self.completed_once:
+            return "a snapshot is pending and none completed yet"
+        if len(self.pending) >= PENDING_MAX:
+            return "too many snapshots pending"
+        if self.completed_once and self._data_published() == self._data_at_last_start:
+            return "nothing new published since the last snapshot"
+        if not all(r.connected for r in self.topic.replicators.values()):
+            return "a replicator is disconnected"
+        return None
+
+    def tick(self) -> None:
+        """Every snapshot interval: drop timed-out snapshots, then start one unless a rule says no."""
+        self.expire()
+        if self.topic.closed or self.skip_reason() is not None:
+            return
+        sid = str(uuid.uuid4())
+        self.pending[sid] = PendingSnapshot(
+            sid, frozenset(self.topic.replicators), self._clock.monotonic_ms(), data_mark=self._data_published())
+        self._spawn(self._write(codec.REQUEST, codec.request(sid, self.local_cluster), ()))
+
+    # ---- writing markers -----------------------------------------------------------------------------
+
+    def _spawn(self, work: Awaitable[object]) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except Exception as exc:  # a failed marker write only costs a snapshot or an update
+                log.warning("%s: replicated-subscription marker failed: %r", self.topic.name, exc)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, marker_type: int, payload: bytes, replicate_to: tuple[str, ...]) -> Position:
+        # replicated copies are deduplicated by sequence id on the remote: keep them increasing, restarts too
+        self._seq = max(self._seq + 1, self._clock.now_ms() * 1000)
+        entry = proto.markers.make_marker_entry(
+            marker_type, payload, publish_time_ms=self._clock.now_ms(), sequence_id=self._seq,
+            replicate_to=replicate_to)
+        position = await self._publish(self.topic, entry)
+        self._totals.markers_written += 1
+        return position
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ---- markers that arrived from other clusters ----------------------------------------------------
+
+    def marker_stored(self, position: Position, metadata: proto.pb.MessageMetadata, entry: bytes) -> None:
+        """A marker copy from another cluster is stored here at ``position`` (the topic's hook)."""
+        self.marker_copies_in += 1
+        payload = bytes(proto.entry_payload(entry))
+        try:
+            if metadata.marker_type == codec.REQUEST:
+                sid, source = codec.parse_request(payload)
+                last = self.topic.ledger.last_confirmed
+                self._spawn(self._write(codec.RESPONSE, codec.response(sid, self.local_cluster, last), (source,)))
+            elif metadata.marker_type == codec.RESPONSE:
+                self._response(position, *codec.parse_response(payload))
+            elif metadata.marker_type == codec.UPDATE:
+                name, clusters = codec.parse_update(payload)
+                if self.local_cluster in clusters:
+                    self._spawn(self.apply_update(name, clusters[self.local_cluster]))
+        except Exception as exc:  # a malformed marker from a peer is dropped, never fatal
+            log.warning("%s: ignoring a malformed marker (type %d) at %s: %r", self.topic.name,
+                        metadata.marker_type, position, exc)
+
+    def _response(self, position: Position, sid: str, cluster: str, remote: Position) -> None:
+        pending = self.pending.get(sid)
+        if pending is None:
+            return  # not ours, timed out, or already complete
+        step = pending.receive(cluster, remote, position)
+        if step is Step.SECOND_ROUND:
+            self._spawn(self._write(codec.REQUEST, codec.request(sid, self.local_cluster), ()))
+        elif step is Step.COMPLETE:
+            del self.pending[sid]
+            self._spawn(self._complete(pending))
+
+    async def _complete(self, pending: PendingSnapshot) -> None:
+        snap = pending.snapshot()
+        await self._write(codec.SNAPSHOT, codec.snapshot(snap.snapshot_id, snap.local, snap.clusters),
+                          (self.local_cluster,))
+        # complete only once persisted
+        self.completed_once = True
+        self._data_at_last_start = max(self._data_at_last_start, pending.data_mark)
+        self._totals.completed += 1
+        self._totals.snapshot_ms_sum += self._clock.monotonic_ms() - pending.started_ms
+        log.debug("%s: snapshot %s complete: local %s, %s", self.topic.name, snap.snapshot_id, snap.local,
+                  {c: str(p) for c, p in snap.clusters.items()})
+        for sub in self.replicated_subscriptions():
+            self.caches.setdefault(sub.name, SnapshotCache(self._max_cached)).add(snap)
+            if sub.cursor.mark_delete_position >= snap.local:  # already past it: the update goes out now
+                self.mark_delete_moved(sub)
+
+    # ---- updates -------------------------------------------------------------------------------------
+
+    def mark_delete_moved(self, sub: Subscription) -> None:
+        """The subscription's hook: the newest snapshot it passed becomes an UPDATE for every cluster."""
+        cache = self.caches.get(sub.name)
+        if cache is None or not sub.replicated:
+            return
+        snap: Snapshot | None = cache.advanced_to(sub.cursor.mark_delete_position)
+        if snap is not None:
+            self._spawn(self._write(codec.UPDATE, codec.update(sub.name, snap.clusters), ()))
+
+    async def apply_update(self, name: str, position: Position) -> None:
+        """Another cluster's subscription passed a snapshot: move ours forward to ``position``, never back."""
+        sub = self.topic.subscriptions.get(name)
+        if sub is None:
+            cursor = await self.topic.ledger.open_cursor(name, InitialPosition.EARLIEST)
+            sub = self.topic.subscriptions.get(name)  # subscribed meanwhile?
+            if sub is None:
+                sub = self.topic._new_subscription(name, cursor, durable=True)
+                self.topic.subscriptions[name] = sub
+                log.info("%s: subscription %s created by a replicated-subscription update", self.topic.name, name)
+        if not sub.durable:
+            return
+        if not sub.replicated:
+            await sub.cursor.set_properties({PROPERTY: 1})
+            self.attach(sub)
+        target = min(position, self.topic.ledger.last_confirmed)
+        if target > sub.cursor.mark_delete_position:
+            sub.cursor.acknowledge_cumulative(target)
+            log.debug("%s: subscription %s moved to %s by an update", self.topic.name, name, target)
+            sub.new_entries()

@@ -1,0 +1,116 @@
+"""The replicated-subscriptions service: one controller per loaded topic, the snapshot timer, the opt-in
+(subscribe turns it on and persists the cursor property; only the admin turns it off), and the figures
+for the metrics. Inert when ``enableReplicatedSubscriptions`` is false.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+
+from magnetar.broker.replicated_subscriptions.cache import PROPERTY
+from magnetar.broker.replicated_subscriptions.controller import TopicController, Totals
+from magnetar.broker.replication.service import ReplicationService
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.topic import PersistentTopic
+from magnetar.clock import Clock
+
+log = logging.getLogger("magnetar.broker.replicated_subscriptions")
+
+
+class ReplicatedSubscriptions:
+    def __init__(
+        self,
+        replication: ReplicationService,
+        topics: Callable[[], Iterable[PersistentTopic]],
+        clock: Clock,
+        *,
+        enabled: bool = True,
+        frequency_ms: int = 1000,
+        timeout_s: float = 30.0,
+        max_cached: int = 30,
+    ) -> None:
+        self._replication = replication
+        self._topics = topics
+        self._clock = clock
+        self.enabled = enabled
+        self.frequency_ms = max(10, frequency_ms)
+        self._timeout_s = timeout_s
+        self._max_cached = max_cached
+        self.totals = Totals()
+        self._task: asyncio.Task[None] | None = None
+
+    def controller(self, topic: PersistentTopic) -> TopicController:
+        ctrl = topic.replicated_subscriptions
+        if not isinstance(ctrl, TopicController):
+            ctrl = TopicController(
+                topic, local_cluster=self._replication.local_cluster, publish=self._replication.publish_marker,
+                clock=self._clock, totals=self.totals, timeout_s=self._timeout_s, max_cached=self._max_cached)
+            topic.replicated_subscriptions = ctrl
+            topic.on_marker_stored = ctrl.marker_stored
+        return ctrl
+
+    def topic_loaded(self, topic: PersistentTopic) -> None:
+        """Every topic answers other clusters' requests and updates; restored subscriptions keep their flag."""
+        if not self.enabled:
+            return
+        ctrl = self.controller(topic)
+        for sub in topic.subscriptions.values():
+            if sub.durable and sub.cursor.properties.get(PROPERTY):
+                ctrl.attach(sub)
+
+    async def subscribed(self, topic: PersistentTopic, sub: Subscription, requested: bool) -> None:
+        """SUBSCRIBE with ``replicate_subscription_state=true`` turns it on (never off)."""
+        if not requested or sub.replicated or not sub.durable:
+            return
+        if not self.enabled:
+            log.warning("%s: subscription %s asks for replicated state, but enableReplicatedSubscriptions is "
+                        "false", topic.name, sub.name)
+            return
+        await sub.cursor.set_properties({PROPERTY: 1})
+        self.controller(topic).attach(sub)
+
+    async def set_status(self, topic: PersistentTopic, sub: Subscription, enabled: bool) -> None:
+        """The admin's switch, both ways."""
+        if not sub.durable:
+            raise ValueError("only durable subscriptions can be replicated")
+        await sub.cursor.set_properties({PROPERTY: 1 if enabled else 0})
+        ctrl = self.controller(topic)
+        if enabled:
+            ctrl.attach(sub)
+        else:
+            ctrl.detach(sub)
+
+    # ---- the snapshot timer --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.enabled and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="replicated subscriptions")
+
+    async def _run(self) -> None:
+        while True:  # ends when close() cancels it
+            await asyncio.sleep(self.frequency_ms / 1000)
+            for topic in list(self._topics()):
+                ctrl = topic.replicated_subscriptions
+                if isinstance(ctrl, TopicController) and not topic.closed:
+                    try:
+                        ctrl.tick()
+                    except Exception:
+                        log.exception("%s: snapshot tick failed", topic.name)
+
+    def pending_snapshots(self) -> int:
+        return sum(len(c.pending) for c in self._controllers())
+
+    def _controllers(self) -> list[TopicController]:
+        found = (t.replicated_subscriptions for t in list(self._topics()))
+        return [c for c in found if isinstance(c, TopicController)]
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for ctrl in self._controllers():
+            await ctrl.close()
