@@ -23,7 +23,8 @@ class Snapshot:
 
 class SnapshotCache:
     """A subscription's snapshots in local order, at most ``max_size``; eviction keeps the first and the
-    last (the oldest still usable and the newest) and drops from the middle."""
+    last (the oldest still usable and the newest) and drops the middle one whose neighbours are closest, so
+    the rest stay spread over the backlog."""
 
     def __init__(self, max_size: int) -> None:
         self.max_size = max(2, max_size)
@@ -37,7 +38,17 @@ class SnapshotCache:
             return  # out of order or a repeat: the newer one already covers it
         self._snapshots.append(snapshot)
         if len(self._snapshots) > self.max_size:
-            del self._snapshots[-2]  # keep first and last; the one before last goes
+            del self._snapshots[self._densest()]
+
+    def _densest(self) -> int:
+        """The index (never the first or the last) whose removal leaves the smallest gap."""
+        s = self._snapshots
+
+        def gap(i: int) -> tuple[int, int]:
+            after, before = s[i + 1].local, s[i - 1].local
+            return after.ledger_id - before.ledger_id, after.entry_id - before.entry_id
+
+        return min(range(1, len(s) - 1), key=gap)
 
     def advanced_to(self, mark_delete: Position) -> Snapshot | None:
         """The newest snapshot at or before ``mark_delete``; it and every older one leave the cache."""

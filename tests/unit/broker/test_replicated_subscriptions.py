@@ -1,0 +1,109 @@
+"""PIP-33 pieces without a broker: the snapshot cache, the request/response rounds, the marker codec and
+the controller's skip rules (over the simulator's in-memory cluster)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from magnetar import protocol as proto
+from magnetar.broker.replicated_subscriptions import codec
+from magnetar.broker.replicated_subscriptions.cache import Snapshot, SnapshotCache
+from magnetar.broker.replicated_subscriptions.rounds import PendingSnapshot, Step
+from magnetar.ledger.api import Position
+from tests.sim.repl_sub_world import World
+
+
+def P(entry: int) -> Position:
+    return Position(1, entry)
+
+
+def snap(entry: int) -> Snapshot:
+    return Snapshot(f"s{entry}", P(entry), {"b": P(entry * 10)})
+
+
+def test_cache_keeps_first_and_last_when_full_and_hands_out_the_newest_passed() -> None:
+    cache = SnapshotCache(3)
+    for e in (1, 2, 3, 10, 11):  # full at 3: 2 goes (1..3 closest), then 10 (3..11 closer than 1..10)
+        cache.add(snap(e))
+    assert len(cache) == 3
+    assert cache.advanced_to(P(0)) is None
+    found = cache.advanced_to(P(10))
+    assert found is not None and found.local == P(3)  # first (1) and last (11) were kept
+    assert len(cache) == 1
+    cache.add(snap(2))  # older than what is cached: ignored
+    assert len(cache) == 1 and cache.advanced_to(P(100)) == snap(11)
+
+
+def test_two_clusters_take_one_round() -> None:
+    pending = PendingSnapshot("x", frozenset({"b"}), 0)
+    assert pending.receive("c", P(1), P(2)) is Step.WAIT  # a stranger
+    assert pending.receive("b", P(7), P(3)) is Step.COMPLETE
+    assert pending.snapshot() == Snapshot("x", P(3), {"b": P(7)})
+
+
+def test_three_clusters_take_two_rounds_remote_positions_from_the_first_local_from_the_second() -> None:
+    pending = PendingSnapshot("x", frozenset({"b", "c"}), 0)
+    assert pending.receive("b", P(10), P(3)) is Step.WAIT
+    assert pending.receive("b", P(11), P(4)) is Step.WAIT  # a repeat
+    assert pending.receive("c", P(20), P(5)) is Step.SECOND_ROUND
+    assert pending.receive("c", P(21), P(8)) is Step.WAIT
+    with pytest.raises(AssertionError, match="partial"):
+        pending.snapshot()
+    assert pending.receive("b", P(12), P(9)) is Step.COMPLETE
+    assert pending.snapshot() == Snapshot("x", P(9), {"b": P(10), "c": P(20)})
+
+
+def test_codec_round_trips_every_marker() -> None:
+    assert codec.parse_request(codec.request("id", "a")) == ("id", "a")
+    assert codec.parse_response(codec.response("id", "b", P(4))) == ("id", "b", P(4))
+    assert codec.parse_update(codec.update("s", {"b": P(1), "c": P(2)})) == ("s", {"b": P(1), "c": P(2)})
+
+
+def _world() -> World:
+    world = World(1, ("a", "b"))
+    asyncio.run(world.subscribe(world.clusters["a"]))
+    return world
+
+
+def test_skip_rules() -> None:
+    asyncio.run(_skip_rules())
+
+
+async def _skip_rules() -> None:
+    world = World(1, ("a", "b"))
+    await world.subscribe(world.clusters["a"])
+    a = world.clusters["a"]
+    ctrl = a.controller
+    assert ctrl.skip_reason() is None
+    ctrl.tick()
+    await world.settle()
+    assert len(ctrl.pending) == 1
+    assert ctrl.skip_reason() == "a snapshot is pending and none completed yet"
+    for _ in range(2):  # the request to b, b's response back: the snapshot completes
+        world.step_copy()
+        await world.settle()
+    assert not ctrl.pending and ctrl.completed_once and world.totals.completed == 1
+    assert ctrl.caches["s"].advanced_to(P(100)) is not None
+    assert ctrl.skip_reason() == "nothing new published since the last snapshot"
+    a.msg_in_counter += 1  # a message is published
+    a.replicators["b"].connected = False
+    assert ctrl.skip_reason() == "a replicator is disconnected"
+    a.replicators["b"].connected = True
+    assert ctrl.skip_reason() is None
+    ctrl.tick()
+    world.clock.advance(6000)
+    ctrl.expire()
+    assert not ctrl.pending and world.totals.timedout == 1
+
+
+def test_a_malformed_marker_from_a_peer_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    world = _world()
+    metadata = proto.pb.MessageMetadata(producer_name="x", sequence_id=1, publish_time=1,
+                                        marker_type=codec.UPDATE, replicated_from="b")
+    entry = proto.make_entry(metadata, b"\xff\xff not a protobuf")
+    with caplog.at_level(logging.WARNING):
+        world.clusters["a"].controller.marker_stored(P(0), metadata, entry)
+    assert "malformed marker" in caplog.text
