@@ -179,11 +179,13 @@ async def _commit_one(client: Client, ref: TxnRef, timeout_ms: int, batch_id: in
     except TransactionNotFound as exc:
         if batch_id is not None and _now_ms() < ref[2]:
             return  # ours, recorded, before its deadline: an earlier attempt committed it
+        if batch_id is None:
+            raise ExactlyOnceError(f"transaction {ref[0]},{ref[1]} timed out before the job ended: raise "
+                                   f"txnTimeoutMs above the job's duration") from exc
         raise ExactlyOnceError(
-            f"transaction {ref[0]},{ref[1]}" + ("" if batch_id is None else f" of batch {batch_id}") +
-            " is no longer known to the broker and its timeout has passed: it was committed by an earlier "
-            "attempt or aborted by the timeout, and the broker cannot say which. Raise txnTimeoutMs above the "
-            "time a restart takes.") from exc
+            f"transaction {ref[0]},{ref[1]} of batch {batch_id} is no longer known to the broker and its timeout has "
+            "passed: it was committed by an earlier attempt or aborted by the timeout, and the broker cannot say "
+            "which. Raise txnTimeoutMs above the time a restart takes.") from exc
     except InvalidTxnStatus as exc:
         raise ExactlyOnceError(f"transaction {ref[0]},{ref[1]} could not commit (its timeout, txnTimeoutMs, "
                                f"may have passed before the driver committed it): {exc}") from exc

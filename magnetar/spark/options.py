@@ -69,7 +69,7 @@ class SinkOptions:
     batching: bool
     max_pending_messages: int
     client_options: tuple[tuple[str, int], ...]
-    txn_timeout_ms: int = 120_000
+    txn_timeout_ms: int = 600_000
     sink_id: str = "default"
     checkpoint_location: str | None = None
 
@@ -208,7 +208,7 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         batching=_bool(opts, "batchingEnabled", True),
         max_pending_messages=_int(opts, "maxPendingMessages", minimum=1) or 10_000,
         client_options=_client_options(opts),
-        txn_timeout_ms=_int(opts, "txnTimeoutMs", minimum=1) or 120_000,
+        txn_timeout_ms=_int(opts, "txnTimeoutMs", minimum=1) or 600_000,
         sink_id=sink_id,
         checkpoint_location=opts.get("checkpointlocation") or None,
     )
