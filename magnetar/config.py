@@ -173,11 +173,11 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "replicationPolicyCheckDurationSeconds": ("broker", "replication_policy_check_duration_seconds", _int, 1),
     "enableReplicatedSubscriptions": ("broker", "enable_replicated_subscriptions", _bool, 1),
     "replicatedSubscriptionsSnapshotFrequencyMillis": (
-        "broker", "replicated_subscriptions_snapshot_frequency_millis", _int, 10),
+        "broker", "replicated_subscriptions_snapshot_frequency_millis", _int, 1),
     "replicatedSubscriptionsSnapshotTimeoutSeconds": (
         "broker", "replicated_subscriptions_snapshot_timeout_seconds", _int, 1),
     "replicatedSubscriptionsSnapshotMaxCachedPerSubscription": (
-        "broker", "replicated_subscriptions_snapshot_max_cached_per_subscription", _int, 2),
+        "broker", "replicated_subscriptions_snapshot_max_cached_per_subscription", _int, 1),
     "brokerServiceCompactionThresholdInBytes": ("broker", "broker_service_compaction_threshold_bytes", _int, 1),
     "brokerServiceCompactionMonitorIntervalInSeconds": (
         "broker", "broker_service_compaction_monitor_interval_seconds", _int, 1,

@@ -12,6 +12,7 @@ from magnetar import protocol as proto
 from magnetar.broker.replicated_subscriptions import codec
 from magnetar.broker.replicated_subscriptions.cache import Snapshot, SnapshotCache
 from magnetar.broker.replicated_subscriptions.rounds import PendingSnapshot, Step
+from magnetar.config import build_settings
 from magnetar.ledger.api import Position
 from tests.sim.repl_sub_world import World
 
@@ -107,3 +108,15 @@ def test_a_malformed_marker_from_a_peer_is_dropped(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING):
         world.clusters["a"].controller.marker_stored(P(0), metadata, entry)
     assert "malformed marker" in caplog.text
+
+
+def test_config_keys_take_pulsar_names_and_units() -> None:
+    broker = build_settings({
+        "enableReplicatedSubscriptions": "false", "replicatedSubscriptionsSnapshotFrequencyMillis": "250",
+        "replicatedSubscriptionsSnapshotTimeoutSeconds": "7",
+        "replicatedSubscriptionsSnapshotMaxCachedPerSubscription": "12",
+    }).broker
+    assert broker.enable_replicated_subscriptions is False
+    assert broker.replicated_subscriptions_snapshot_frequency_millis == 250
+    assert broker.replicated_subscriptions_snapshot_timeout_seconds == 7
+    assert broker.replicated_subscriptions_snapshot_max_cached_per_subscription == 12
