@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -91,6 +91,7 @@ class Dispatcher:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.corrupted_entries = 0
+        self.on_marker: Callable[[Position, proto.pb.MessageMetadata, bytes], None] | None = None  # PIP-33 reads
 
     @property
     def active_consumer(self) -> Consumer | None:
@@ -210,6 +211,8 @@ class Dispatcher:
             verdict = self._gate.verdict(e.position, meta) if self._gate is not None else GATE_DELIVER
             if meta.HasField("marker_type") or verdict == GATE_DROP:
                 markers.append(e.position)
+                if self.on_marker is not None and meta.HasField("marker_type"):
+                    self.on_marker(e.position, meta, e.data)
                 continue
             if verdict == GATE_HOLD:
                 continue

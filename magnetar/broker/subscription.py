@@ -47,6 +47,7 @@ class Subscription:
         self.sub_type: int | None = None
         self.replicated = False
         self.on_mark_delete: Callable[[Subscription], None] | None = None  # PIP-33 snapshots follow it
+        self.on_marker: Callable[[Position, proto.pb.MessageMetadata, bytes], None] | None = None  # read ones
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
         self.dispatcher: Dispatcher | None = None
@@ -94,6 +95,7 @@ class Subscription:
                 auto_skip_corrupted=self._auto_skip_corrupted,
                 gate=self.gate,
             )
+            self.dispatcher.on_marker = lambda *marker: self.on_marker(*marker) if self.on_marker else None
         self.sub_type = consumer.sub_type
         self.dispatcher.add_consumer(consumer)
 

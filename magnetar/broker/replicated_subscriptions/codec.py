@@ -60,3 +60,8 @@ def parse_response(payload: bytes) -> tuple[str, str, Position]:
 def parse_update(payload: bytes) -> tuple[str, dict[str, Position]]:
     msg = mpb.ReplicatedSubscriptionsUpdate.FromString(payload)
     return msg.subscription_name, {c.cluster: _pos(c.message_id) for c in msg.clusters}
+
+
+def parse_snapshot(payload: bytes) -> tuple[str, Position, dict[str, Position]]:
+    msg = mpb.ReplicatedSubscriptionsSnapshot.FromString(payload)
+    return msg.snapshot_id, _pos(msg.local_message_id), {c.cluster: _pos(c.message_id) for c in msg.clusters}

@@ -9,6 +9,7 @@ writes markers through the replication service, whose replicators carry them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -70,11 +71,13 @@ class TopicController:
     def attach(self, sub: Subscription) -> None:
         sub.replicated = True
         sub.on_mark_delete = self.mark_delete_moved
+        sub.on_marker = functools.partial(self.marker_read, sub)
         self.caches.setdefault(sub.name, SnapshotCache(self._max_cached))
 
     def detach(self, sub: Subscription) -> None:
         sub.replicated = False
         sub.on_mark_delete = None
+        sub.on_marker = None
         self.caches.pop(sub.name, None)
 
     def replicated_subscriptions(self) -> list[Subscription]:
@@ -194,6 +197,21 @@ class TopicController:
             self.caches.setdefault(sub.name, SnapshotCache(self._max_cached)).add(snap)
             if sub.cursor.mark_delete_position >= snap.local:  # already past it: the update goes out now
                 self.mark_delete_moved(sub)
+
+    def marker_read(self, sub: Subscription, position: Position, metadata: proto.pb.MessageMetadata,
+                    data: bytes) -> None:
+        """The subscription's dispatcher skipped a marker: a SNAPSHOT joins its cache (after a restart this is
+        how snapshots taken before it come back)."""
+        if metadata.marker_type != codec.SNAPSHOT or not sub.replicated:
+            return
+        try:
+            sid, local, clusters = codec.parse_snapshot(bytes(proto.entry_payload(data)))
+        except Exception as exc:
+            log.warning("%s: ignoring a malformed snapshot marker at %s: %r", self.topic.name, position, exc)
+            return
+        self.caches.setdefault(sub.name, SnapshotCache(self._max_cached)).add(Snapshot(sid, local, clusters))
+        if sub.cursor.mark_delete_position >= local:
+            self.mark_delete_moved(sub)
 
     # ---- updates -------------------------------------------------------------------------------------
 

@@ -216,6 +216,24 @@ def test_shared_subscription_with_holes_resumes_at_the_first_hole(geo: Clusters)
     print(f"shared with a hole: {len(got) - (total - 50) - 1} duplicates ({len(before_hole)} before the hole)")
 
 
+def test_after_a_restart_snapshots_read_from_the_topic_still_move_the_remote(geo: Clusters) -> None:
+    ns = geo.namespace("restart", ["a", "b"])
+    path, total, acked = f"{ns}/t", 60, 45
+    topic = f"persistent://{path}"
+    with geo.client("a") as ca:
+        subscribe(ca, topic).close()
+        producer = ca.create_producer(topic, batching_enabled=False)
+        produce_in_groups(geo, producer, total)  # snapshots are taken; nobody acknowledges
+    geo["a"].kill()
+    geo["a"].start()  # the snapshot caches were memory: only the SNAPSHOT markers in the topic remain
+    with geo.client("a") as ca:
+        consumer = subscribe(ca, topic)
+        assert take(consumer, acked) == names("m", range(acked))  # nothing new is published: no new snapshot
+        ids_b = ids_in(geo, "b", topic, total)
+        wait_followed(geo, "b", path, ids_b, f"m{acked - 1 - DUP_BOUND}".encode())
+        consumer.close()
+
+
 def test_cluster_down_stops_snapshots_then_the_subscription_catches_up(geo: Clusters) -> None:
     ns = geo.namespace("down", ["a", "b"])
     path = f"{ns}/t"
