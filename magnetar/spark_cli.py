@@ -4,6 +4,8 @@ pair in ``_VERBS``, so a new job adds one entry.
 * ``export --service-url URL --topic T [--from earliest] [--to latest] --out PATH [--format parquet]
   [--master local[*]] [--mode errorifexists] [--min-partitions N]``: the topic range written by
   ``magnetar.spark.export_topic``.
+* ``audit-ledgers --data-dir DIR [--partitions N] [--master local[*]]``: PIP-186's ledger audit of a stopped
+  broker's data directory (``magnetar.spark.ledger_audit``); exit 1 when it finds orphans or dangling references.
 
 PySpark is imported only when a job runs (``magnetar[spark]``). Exit codes: 0 done, 1 the job failed, 2 bad usage.
 """
@@ -41,13 +43,34 @@ def _export(args: argparse.Namespace, spark: Any) -> int:
     return 0
 
 
+def _audit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", required=True, help="a STOPPED broker's data directory (the workers must see it)")
+    p.add_argument("--partitions", type=int, default=0, help="tasks for the storage listing (default: parallelism)")
+
+
+def _audit(args: argparse.Namespace, spark: Any) -> int:
+    import json
+
+    from magnetar.spark.ledger_audit import audit_ledgers
+
+    result = audit_ledgers(spark, args.data_dir, partitions=args.partitions)
+    orphans = [row.asDict() for row in result.orphans.collect()]
+    dangling = [row.asDict() for row in result.dangling.collect()]
+    print(json.dumps({"storageLedgers": result.storage_ledgers, "referencedLedgers": result.referenced_ledgers,
+                      "pendingDeletions": result.pending_deletions, "orphans": orphans, "dangling": dangling},
+                     indent=2))
+    return 1 if orphans or dangling else 0
+
+
 _VERBS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace, Any], int]]] = {
     "export": ("write a topic range to Parquet (or another format) as a Spark job", _export_args, _export),
+    "audit-ledgers": ("find orphan ledgers and dangling references in a stopped data dir (PIP-186)",
+                      _audit_args, _audit),
 }
 
 
 def add_spark_parser(verbs: Any) -> None:
-    parser = verbs.add_parser("spark", help="Spark jobs: topic export")
+    parser = verbs.add_parser("spark", help="Spark jobs: topic export, ledger audit")
     jobs = parser.add_subparsers(dest="spark_verb", required=True)
     for name, (help_text, add_args, _) in _VERBS.items():
         job = jobs.add_parser(name, help=help_text)

@@ -4,10 +4,13 @@ one-process audit of the same stopped data directory."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
+from magnetar import cli
 from magnetar.audit_cli import audit_data_dir
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.ledger.factory import LedgerFactory
@@ -49,3 +52,13 @@ def test_spark_audit_finds_what_the_one_process_audit_finds(spark: SparkSession,
     report = asyncio.run(audit_data_dir(tmp_path, fix=False, parallelism=4))
     assert {o.ledger_id for o in report.orphans} == orphans
     assert report.dangling == [dangling]
+
+
+def test_magnetar_spark_audit_ledgers_command(spark: SparkSession, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI verb, run in this process so it takes the shared session (it stops only a session it made)."""
+    orphans, dangling = asyncio.run(make_data_dir(tmp_path))
+    assert cli.main(["spark", "audit-ledgers", "--data-dir", str(tmp_path)]) == 1  # 1: it found some
+    report = json.loads(capsys.readouterr().out)
+    assert {o["ledger_id"] for o in report["orphans"]} == orphans
+    assert [(d["managed_ledger"], d["ledger_id"]) for d in report["dangling"]] == [dangling]
