@@ -48,6 +48,7 @@ class Subscription:
         self.replicated = False
         self.on_mark_delete: Callable[[Subscription], None] | None = None  # PIP-33 snapshots follow it
         self.on_marker: Callable[[Position, proto.pb.MessageMetadata, bytes], None] | None = None  # read ones
+        self.hidden_entries: Callable[[Cursor], int] = lambda _cursor: 0  # markers ahead: not user backlog
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
         self.dispatcher: Dispatcher | None = None
@@ -184,7 +185,7 @@ class Subscription:
         return consumers
 
     def backlog(self) -> int:
-        return self.cursor.backlog_entries()
+        return max(0, self.cursor.backlog_entries() - self.hidden_entries(self.cursor))
 
     async def close(self) -> None:
         if self._closing:

@@ -96,6 +96,7 @@ class PersistentTopic:
         # PIP-33: the replicated-subscriptions controller, and its hook for marker copies from other clusters
         self.replicated_subscriptions: object | None = None
         self.on_marker_stored: Callable[[Position, proto.pb.MessageMetadata, bytes], None] | None = None
+        self.markers_ahead: Callable[[Cursor], int] = lambda _cursor: 0  # marker entries a cursor has not passed
         self.compacted: CompactedTopic | None = None  # set by the broker when compaction is available
         for cursor_name, cursor in ledger.cursors.items():
             if is_reserved_cursor(cursor_name):
@@ -107,7 +108,7 @@ class PersistentTopic:
         return self.name.partition_index
 
     def _new_subscription(self, name: str, cursor: Cursor, *, durable: bool) -> Subscription:
-        return Subscription(
+        sub = Subscription(
             name,
             self.ledger,
             cursor,
@@ -118,6 +119,8 @@ class PersistentTopic:
             auto_skip_corrupted=self._auto_skip_corrupted,
             gate=self.txn.gate(name) if self.txn is not None else None,
         )
+        sub.hidden_entries = lambda cursor: self.markers_ahead(cursor)
+        return sub
 
     # ---- producers -----------------------------------------------------------------------------------
 

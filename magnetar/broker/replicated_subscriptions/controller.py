@@ -9,6 +9,7 @@ writes markers through the replication service, whose replicators carry them.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import logging
 import uuid
@@ -22,11 +23,12 @@ from magnetar.broker.replicated_subscriptions.rounds import PendingSnapshot, Ste
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.clock import Clock
-from magnetar.ledger.api import InitialPosition, Position
+from magnetar.ledger.api import Cursor, InitialPosition, Position
 
 log = logging.getLogger("magnetar.broker.replicated_subscriptions")
 
 PENDING_MAX = 16  # snapshots in progress per topic
+MARKERS_TRACKED_MAX = 10_000  # marker positions kept to leave them out of backlogs (older ones count)
 
 
 @dataclass(slots=True)
@@ -65,6 +67,7 @@ class TopicController:
         self.caches: dict[str, SnapshotCache] = {}
         self._seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self.markers: list[Position] = []  # markers stored in this topic since it loaded, sorted
 
     # ---- subscriptions -------------------------------------------------------------------------------
 
@@ -82,6 +85,25 @@ class TopicController:
 
     def replicated_subscriptions(self) -> list[Subscription]:
         return [s for s in self.topic.subscriptions.values() if s.replicated and s.durable]
+
+    # ---- markers are not backlog -----------------------------------------------------------------------
+
+    def _note_marker(self, position: Position) -> None:
+        bisect.insort(self.markers, position)
+        if len(self.markers) > MARKERS_TRACKED_MAX:
+            del self.markers[0]
+
+    def markers_ahead(self, cursor: Cursor) -> int:
+        """Marker entries after ``cursor``'s mark-delete it has not passed (the topic's hook for backlogs)."""
+        start = bisect.bisect_right(self.markers, cursor.mark_delete_position)
+        return sum(1 for p in self.markers[start:] if not cursor.is_acknowledged(p))
+
+    def _forget_passed_markers(self) -> None:
+        cursors = [s.cursor for s in self.topic.subscriptions.values()]
+        if not cursors:  # a subscription created later (at the earliest position) still needs them
+            return
+        lowest = min(c.mark_delete_position for c in cursors)
+        del self.markers[: bisect.bisect_right(self.markers, lowest)]
 
     # ---- starting snapshots --------------------------------------------------------------------------
 
@@ -115,6 +137,7 @@ class TopicController:
     def tick(self) -> None:
         """Every snapshot interval: drop timed-out snapshots, then start one unless a rule says no."""
         self.expire()
+        self._forget_passed_markers()
         if self.topic.closed or self.skip_reason() is not None:
             return
         sid = str(uuid.uuid4())
@@ -142,6 +165,7 @@ class TopicController:
             marker_type, payload, publish_time_ms=self._clock.now_ms(), sequence_id=self._seq,
             replicate_to=replicate_to)
         position = await self._publish(self.topic, entry)
+        self._note_marker(position)
         self._totals.markers_written += 1
         return position
 
@@ -155,6 +179,7 @@ class TopicController:
     def marker_stored(self, position: Position, metadata: proto.pb.MessageMetadata, entry: bytes) -> None:
         """A marker copy from another cluster is stored here at ``position`` (the topic's hook)."""
         self.marker_copies_in += 1
+        self._note_marker(position)
         payload = bytes(proto.entry_payload(entry))
         try:
             if metadata.marker_type == codec.REQUEST:

@@ -50,6 +50,7 @@ class ReplicatedSubscriptions:
                 clock=self._clock, totals=self.totals, timeout_s=self._timeout_s, max_cached=self._max_cached)
             topic.replicated_subscriptions = ctrl
             topic.on_marker_stored = ctrl.marker_stored
+            topic.markers_ahead = ctrl.markers_ahead
         return ctrl
 
     def topic_loaded(self, topic: PersistentTopic) -> None:

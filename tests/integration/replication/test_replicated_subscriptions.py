@@ -98,6 +98,10 @@ def mark_delete(geo: Clusters, cluster: str, path: str, sub: str = "s") -> tuple
     return int(ledger), int(entry)
 
 
+def data_after(ids: dict[bytes, pulsar.MessageId], position: tuple[int, int] | None) -> int:
+    return sum(1 for m in ids.values() if (m.ledger_id(), m.entry_id()) > (position or (-1, -1)))
+
+
 def wait_followed(geo: Clusters, cluster: str, path: str, ids: dict[bytes, pulsar.MessageId], floor: bytes) -> None:
     """Wait until ``cluster``'s subscription has moved (by an UPDATE) at least to the message ``floor``."""
     want = (ids[floor].ledger_id(), ids[floor].entry_id())
@@ -143,6 +147,10 @@ def test_failover_between_two_clusters_resumes_with_no_loss_and_few_duplicates(g
         ids_b = ids_in(geo, "b", topic, total)
         wait_followed(geo, "b", path, ids_b, f"m{acked - 1 - DUP_BOUND}".encode())
         consumer.close()
+    # b's subscription has no consumer: the markers after its position are not user backlog
+    wait_until(lambda: geo.stats("b", path)["subscriptions"]["s"]["msgBacklog"] == data_after(
+        ids_b, mark_delete(geo, "b", path)), "b's backlog counts messages only")
+    assert geo.internal_stats("b", path)["numberOfEntries"] > total  # while markers are stored there
     with geo.client("b") as cb:
         consumer = subscribe(cb, topic)
         got = drain(consumer, f"m{total - 1}".encode())
