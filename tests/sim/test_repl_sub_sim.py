@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from magnetar.broker.replicated_subscriptions import rounds
@@ -13,11 +11,6 @@ from tests.sim.repl_sub_world import run_seed
 
 CI_SEEDS = range(200)
 CI_OPS = 400
-
-
-@pytest.fixture(autouse=True)
-def _quiet_logs() -> None:
-    logging.getLogger("magnetar").setLevel(logging.CRITICAL)
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)

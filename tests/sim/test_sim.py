@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from tests.sim.world import Simulation, run_seed
 
 CI_SEEDS = range(250)
 CI_OPS = 500
-
-
-@pytest.fixture(autouse=True)
-def _quiet_logs() -> None:
-    # Injected faults make the ledger layer log warnings by design; they would drown a failure's output.
-    logging.getLogger("magnetar").setLevel(logging.CRITICAL)
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import pytest
 
@@ -11,11 +10,6 @@ from tests.sim.tc_world import TxnSimulation, run_txn_seed
 
 CI_SEEDS = range(60)
 CI_OPS = 300
-
-
-@pytest.fixture(autouse=True)
-def _quiet_logs() -> None:
-    logging.getLogger("magnetar").setLevel(logging.CRITICAL)  # injected faults log warnings by design
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import pytest
 
@@ -12,11 +11,6 @@ from tests.sim.txn_world import TxnSimulation, run_txn_seed
 
 CI_SEEDS = range(60)
 CI_OPS = 200
-
-
-@pytest.fixture(autouse=True)
-def _quiet_logs() -> None:
-    logging.getLogger("magnetar").setLevel(logging.CRITICAL)
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)

@@ -3,19 +3,12 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from tests.sim.txn_snapshot_world import run_snapshot_seed
 
 CI_SEEDS = range(40)
 CI_OPS = 200
-
-
-@pytest.fixture(autouse=True)
-def _quiet_logs() -> None:
-    logging.getLogger("magnetar").setLevel(logging.CRITICAL)
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)

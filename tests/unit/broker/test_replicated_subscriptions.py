@@ -105,7 +105,7 @@ def test_a_malformed_marker_from_a_peer_is_dropped(caplog: pytest.LogCaptureFixt
     metadata = proto.pb.MessageMetadata(producer_name="x", sequence_id=1, publish_time=1,
                                         marker_type=codec.UPDATE, replicated_from="b")
     entry = proto.make_entry(metadata, b"\xff\xff not a protobuf")
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="magnetar"):
         world.clusters["a"].controller.marker_stored(P(0), metadata, entry)
     assert "malformed marker" in caplog.text
 
