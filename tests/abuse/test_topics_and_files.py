@@ -5,7 +5,6 @@ and allows 20 topics per namespace.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pulsar
@@ -36,14 +35,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 def _settled_fds(proc: BrokerProcess, ceiling: int) -> int:
     """Open descriptors once they fall to ``ceiling`` or SETTLE_S passes (bounded polling of /proc)."""
-    deadline = time.monotonic() + SETTLE_S
-    count = open_fds(proc)
-    for _ in range(300):
-        if count <= ceiling or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-        count = open_fds(proc)
-    return count
+    proc.wait_until(lambda: open_fds(proc) <= ceiling, SETTLE_S)
+    return open_fds(proc)
 
 
 def test_auto_created_topics_release_their_files(broker: BrokerProcess) -> None:

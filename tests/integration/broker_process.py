@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,6 +103,19 @@ class BrokerProcess:
     def wait_for_log(self, text: str, timeout_s: float) -> bool:
         """Wait until the broker logs a line containing ``text`` (True), or the timeout passes (False)."""
         return self.wait_for(lambda log: text in log, timeout_s)
+
+    def wait_until(self, check: Callable[[], bool], timeout_s: float, recheck_s: float = 0.1) -> bool:
+        """Wait until ``check()`` holds, for state the log does not show (HTTP answers, /proc): waits on the log
+        condition, so it re-checks whenever the broker logs a line and at least every ``recheck_s``; bounded by
+        ``timeout_s``. True if it held."""
+        deadline = time.monotonic() + timeout_s
+        while not check():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._log_changed:
+                self._log_changed.wait(min(recheck_s, remaining))
+        return True
 
     def wait_for(self, predicate: Callable[[str], bool], timeout_s: float) -> bool:
         """Wait until ``predicate(whole log so far)`` holds, re-checked on each new log line (bounded)."""

@@ -71,10 +71,8 @@ async def test_a_timed_out_txn_is_aborted_and_a_late_commit_fails(
     with pytest.raises((errors.TransactionNotFound, errors.InvalidTxnStatus)):  # aborting, or already aborted
         await txn.commit()
     path = f"/admin/v3/transactions/transactionMetadata/{txn.txn_id[0]}/{txn.txn_id[1]}"
-    for _ in range(100):  # bounded: the abort finishes within a few loop turns of the broker
-        if (await asyncio.to_thread(call, broker.web_url, "GET", path))[0] == 404:
-            break
-        await asyncio.sleep(0.1)
+    # the abort finishes within a few loop turns of the broker
+    await asyncio.to_thread(broker.wait_until, lambda: call(broker.web_url, "GET", path)[0] == 404, 10)
     await producer.send(b"after")  # not held back: the timed-out txn is over on the topic
     assert receive_all(consumer) == [b"after"]
 

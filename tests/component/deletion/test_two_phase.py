@@ -24,6 +24,7 @@ from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage.api import StorageError
 from magnetar.storage.faulty import FaultPlan, FaultyLedgerStore
 from magnetar.storage.memory import MemoryLedgerStore
+from tests.sim.world import let_turns_pass
 
 WAIT_S = 20.0
 TOPICS = 6
@@ -87,10 +88,11 @@ async def workload(disk: Disk, proc: Process, rng: random.Random) -> None:
 async def crash_somewhere(disk: Disk, proc: Process, rng: random.Random) -> None:
     """Run a workload and kill the process after a random number of loop turns (or when it is done)."""
     work = asyncio.ensure_future(workload(disk, proc, rng))
-    for _ in range(rng.randint(0, 400)):  # the crash point, drawn from the seed
+    turns = rng.randint(0, 400)  # the crash point, drawn from the seed: loop turns, not time
+    for _ in range(turns // 10):
         if work.done():
             break
-        await asyncio.sleep(0)
+        await let_turns_pass(10)
     work.cancel()
     if proc.service is not None:
         for task in proc.service._tasks:

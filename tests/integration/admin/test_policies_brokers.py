@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,11 +109,9 @@ def test_backlog_quota_refuses_and_closes_producers(broker: BrokerProcess) -> No
         assert call(broker.web_url, "POST", f"/admin/v2/persistent/{ns}/quota/backlogQuota", hold)[0] == 204
         with pytest.raises(pulsar.PulsarException, match="ProducerBlockedQuotaExceededError"):
             c.create_producer(topic)
-        deadline = time.monotonic() + POLL_S  # the monitor (every 1 s here) closes the producer already there
-        while time.monotonic() < deadline:
-            if not call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}/quota/stats")[1]["publishers"]:
-                break
-            time.sleep(0.1)  # poll, bounded by POLL_S
+        # the monitor (every 1 s here) closes the producer already there
+        broker.wait_until(lambda: not call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}/quota/stats")[1][
+            "publishers"], POLL_S)
         assert not call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}/quota/stats")[1]["publishers"]
         age = {"limitSize": -1, "limitTime": 0, "policy": "producer_exception"}  # any unacked message is too old
         assert call(broker.web_url, "POST", f"/admin/v2/persistent/{ns}/quota/backlogQuota?backlogQuotaType="
@@ -207,12 +204,12 @@ def test_backlog_quota_eviction_moves_slow_subscriptions(broker: BrokerProcess) 
         assert call(broker.web_url, "POST", f"/admin/v2/namespaces/{ns}/backlogQuota", quota)[0] == 204
         producer.send(b"still allowed")  # eviction never blocks producers
         stats: dict[str, object] = {}
-        deadline = time.monotonic() + POLL_S  # the monitor (every 1 s here) moves the subscription
-        while time.monotonic() < deadline:
-            stats = call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}/evict/stats")[1]
-            if stats["backlogSize"] <= 1024:  # type: ignore[operator]
-                break
-            time.sleep(0.1)  # poll, bounded by POLL_S
+
+        def evicted() -> bool:
+            stats.update(call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}/evict/stats")[1])
+            return stats["backlogSize"] <= 1024  # type: ignore[operator,no-any-return]
+
+        broker.wait_until(evicted, POLL_S)  # the monitor (every 1 s here) moves the subscription
         assert 0 < stats["backlogSize"] <= 1024  # type: ignore[operator]
         assert 0 < stats["subscriptions"]["slow"]["msgBacklog"] < 41  # type: ignore[index]
     finally:

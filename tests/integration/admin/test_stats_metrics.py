@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -43,12 +42,14 @@ def value(text: str, name: str, **labels: str) -> float:
 
 def settled(broker: BrokerProcess, path: str) -> dict[str, Any]:
     """Stats once the client's grouped acks (sent every 100 ms) have reached the broker (bounded poll)."""
-    deadline = time.monotonic() + POLL_S
-    while True:
-        stats: dict[str, Any] = call(broker.web_url, "GET", path + "/stats")[1]
-        if stats["subscriptions"]["s"]["msgBacklog"] == 0 or time.monotonic() > deadline:
-            return stats
-        time.sleep(0.05)  # poll, bounded by POLL_S
+    stats: dict[str, Any] = {}
+
+    def acked() -> bool:
+        stats.update(call(broker.web_url, "GET", path + "/stats")[1])
+        return stats["subscriptions"]["s"]["msgBacklog"] == 0  # type: ignore[no-any-return]
+
+    broker.wait_until(acked, POLL_S, recheck_s=0.05)
+    return stats
 
 
 def test_stats_that_used_to_read_zero(broker: BrokerProcess, client: pulsar.Client) -> None:
