@@ -13,13 +13,12 @@ unless asked), it is deleted instead when ``brokerDeleteInactiveTopicsMode`` all
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import NamespaceName
+from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
@@ -60,29 +59,17 @@ class InactiveTopics:
         self.delete_enabled = config.broker_delete_inactive_topics_enabled
         self.mode = config.broker_delete_inactive_topics_mode
         self._idle_since_ms: dict[str, int] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = PeriodicPass("inactive-topic sweep", self.sweep)
 
     @classmethod
     def for_broker(cls, broker: BrokerService) -> InactiveTopics:
         return cls(broker, BrokerAdmin(broker))
 
     def start(self) -> None:
-        if self.interval_s > 0:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="inactive-topics")
+        self._periodic.start(self.interval_s)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.sweep()
-            except Exception:
-                log.exception("inactive-topic sweep failed; next one in %s s", self.interval_s)
+        await self._periodic.stop()
 
     async def sweep(self) -> int:
         """Unload (or delete) the topics inactive for long enough; returns how many left memory."""

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from magnetar import protocol as proto
 from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.policies.store import TopicPolicyStore
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.clock import Clock
@@ -163,30 +164,16 @@ class RetentionService:
     def __init__(self, broker: RetentionTopics, clock: Clock, *, sleep_s: SleepS = asyncio.sleep) -> None:
         self._broker = broker
         self._clock = clock
-        self._sleep_s = sleep_s
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = PeriodicPass("retention", self.run_once, sleep_s)
         self.passes = 0
         self.trimmed_ledgers = 0
         self.expired_cursors = 0
 
     def start(self) -> None:
-        interval_s = self._broker.config.retention_check_interval_seconds
-        if self._task is None and interval_s > 0:
-            self._task = asyncio.get_running_loop().create_task(self._run(interval_s), name="magnetar-retention")
+        self._periodic.start(self._broker.config.retention_check_interval_seconds)
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
-
-    async def _run(self, interval_s: float) -> None:
-        while True:  # lives as long as the broker; one pass per interval
-            await self._sleep_s(interval_s)
-            try:
-                await self.run_once()
-            except Exception:  # a bug must not end retention for the broker's life
-                log.exception("retention pass failed")
+        await self._periodic.stop()
 
     async def run_once(self) -> list[TrimResult]:
         """One pass over the loaded topics; returns what each trim did."""

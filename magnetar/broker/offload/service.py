@@ -24,6 +24,7 @@ from typing import Any
 from magnetar.broker.errors import Conflict, PreconditionFailed
 from magnetar.broker.names import NamespaceName
 from magnetar.broker.offload import policy
+from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.retention import RetentionTopics, SleepS, namespace_policies
 from magnetar.clock import Clock
 from magnetar.ledger.api import LedgerSummary, ManagedLedger, ManagedLedgerError, Position
@@ -55,9 +56,8 @@ class OffloadService:
         """``broker`` offers what the retention task needs too: config, metadata, the loaded topics."""
         self._broker = broker
         self._clock = clock
-        self._sleep_s = sleep_s
         self._topics: dict[str, TopicOffload] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = PeriodicPass("offload", self.run_once, sleep_s)
         self.passes = 0
 
     # ---- admin ----------------------------------------------------------------------------------------------
@@ -112,25 +112,16 @@ class OffloadService:
     # ---- the periodic pass ----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        interval_s = self._broker.config.retention_check_interval_seconds
-        if self._task is None and interval_s > 0 and self._broker.config.offload.enabled:
-            self._task = asyncio.get_running_loop().create_task(self._run(interval_s), name="magnetar-offload")
+        if self._broker.config.offload.enabled:
+            self._periodic.start(self._broker.config.retention_check_interval_seconds)
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *(s.task for s in self._topics.values())) if t is not None]
-        self._task = None
+        await self._periodic.stop()
+        tasks = [s.task for s in self._topics.values() if s.task is not None]
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-
-    async def _run(self, interval_s: float) -> None:
-        while True:  # lives as long as the broker; one pass per interval
-            await self._sleep_s(interval_s)
-            try:
-                await self.run_once()
-            except Exception:  # a bug must not end offloading for the broker's life
-                log.exception("offload pass failed")
 
     async def run_once(self) -> None:
         """One pass over the loaded topics: retry, offload by threshold, release by deletion lag."""

@@ -4,7 +4,6 @@ over a producer-blocking quota (they reconnect and meet the check, as Pulsar's q
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any, Protocol
 
@@ -12,6 +11,7 @@ from magnetar import protocol as proto
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
+from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.policies.quota import BacklogQuota, QuotaPolicy, backlog_bytes, quota_refusal
 from magnetar.broker.policies.store import (
     DESTINATION_STORAGE,
@@ -69,7 +69,7 @@ class PolicyService:
         self._broker = broker
         self.store = TopicPolicyStore(broker.metadata)
         self._clock = broker.clock
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = PeriodicPass("backlog quota", self.enforce_once)
 
     async def _both(self, topic: TopicName) -> tuple[dict[str, Any], dict[str, Any]]:
         return await namespace_policies(self._broker.metadata, topic.namespace_name), await self.store.get(topic)
@@ -98,23 +98,10 @@ class PolicyService:
         return quota_refusal(over[0], str(topic.name), over[1]) if over is not None else None
 
     def start(self) -> None:
-        interval_s = self._broker.config.backlog_quota_check_interval_seconds
-        if self._task is None and interval_s > 0:
-            self._task = asyncio.get_running_loop().create_task(self._run(interval_s), name="magnetar-quotas")
+        self._periodic.start(self._broker.config.backlog_quota_check_interval_seconds)
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
-
-    async def _run(self, interval_s: float) -> None:
-        while True:  # lives as long as the broker
-            await asyncio.sleep(interval_s)
-            try:
-                await self.enforce_once()
-            except Exception:
-                log.exception("backlog quota pass failed")
+        await self._periodic.stop()
 
     async def enforce_once(self) -> int:
         """Over a quota: close the producers (producer_* policies) or move the subscriptions past the oldest
