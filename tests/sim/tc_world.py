@@ -21,7 +21,6 @@ Invariants (checked as answers arrive, after every recovery, and once the recove
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.faulty import FaultyMetadataStore, MetadataFaultPlan
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage.faulty import CrashableLedgerStore, FaultPlan, FaultyLedgerStore, SimDisk
-from tests.sim.world import InvariantViolation, Timers, let_turns_pass
+from tests.sim.world import InvariantViolation, SeedTrace, Timers, let_turns_pass
 
 PARTITIONS = tuple(f"persistent://sim/ns/p{i}" for i in range(4))
 SUBSCRIPTIONS = tuple((p, s) for p in PARTITIONS[:2] for s in ("s0", "s1"))
@@ -134,7 +133,10 @@ class TxnStats:
     faults: int = 0
 
 
-class TxnSimulation:
+class TxnSimulation(SeedTrace):
+    FAIL_LABEL = "txn seed"
+    FAIL_TAIL_STEPS = 30
+
     def __init__(self, seed: int, ops: int) -> None:
         self.seed = seed
         self.ops_total = ops
@@ -160,16 +162,6 @@ class TxnSimulation:
         self.factory: LedgerFactory | None = None
         self.store: FaultyLedgerStore | None = None
         self.meta: FaultyMetadataStore | None = None
-
-    def note(self, text: str) -> None:
-        self.trace.append(f"{self.step}@{self.clock.now_ms()}: {text}")
-
-    def fail(self, what: str) -> InvariantViolation:
-        tail = "\n".join(self.trace[-30:])
-        return InvariantViolation(f"txn seed {self.seed}, step {self.step}: {what}\nlast steps:\n{tail}")
-
-    def digest(self) -> str:
-        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()[:16]
 
     @property
     def tc(self) -> TransactionCoordinator:

@@ -19,10 +19,7 @@ Run it: ``.venv/bin/python -m tests.sim.txn_world --seeds 1000 --ops 300`` (``--
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import hashlib
-import logging
 import random
 import sys
 from dataclasses import dataclass, field
@@ -40,7 +37,7 @@ from magnetar.ledger.api import InitialPosition, ManagedLedger, ManagedLedgerCon
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage.faulty import CrashableLedgerStore, SimDisk
-from tests.sim.world import InvariantViolation, Timers, let_turns_pass
+from tests.sim.world import SeedTrace, Timers, let_turns_pass, seed_main
 
 TOPIC = TopicName.parse("persistent://sim/ns/txn")
 SUBSCRIPTIONS = ("a", "b")
@@ -86,7 +83,9 @@ class TxnStats:
     redriven: int = 0
 
 
-class TxnSimulation:
+class TxnSimulation(SeedTrace):
+    FAIL_LABEL = "txn seed"
+
     def __init__(self, seed: int, ops: int) -> None:
         self.seed, self.ops_total = seed, ops
         self.rng = random.Random(seed)
@@ -106,16 +105,6 @@ class TxnSimulation:
         self.trace: list[str] = []
         self.step = 0
         self.world = 0
-
-    def note(self, text: str) -> None:
-        self.trace.append(f"{self.step}@{self.clock.now_ms()}: {text}")
-
-    def fail(self, what: str) -> InvariantViolation:
-        tail = "\n".join(self.trace[-25:])
-        return InvariantViolation(f"txn seed {self.seed}, step {self.step}: {what}\nlast steps:\n{tail}")
-
-    def digest(self) -> str:
-        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()[:16]
 
     # ---- worlds --------------------------------------------------------------------------------------------
 
@@ -389,30 +378,7 @@ def run_txn_seed(seed: int, ops: int) -> tuple[TxnStats, str]:
 
 def main(argv: list[str] | None = None, simulation: type[TxnSimulation] = TxnSimulation,
          module: str = "tests.sim.txn_world") -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, help="replay this one seed")
-    parser.add_argument("--start", type=int, default=0)
-    parser.add_argument("--seeds", type=int, default=1000)
-    parser.add_argument("--ops", type=int, default=300)
-    parser.add_argument("--trace", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.CRITICAL)
-    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    for seed in seeds:  # bounded by --seeds
-        sim = simulation(seed, args.ops)
-        try:
-            stats = asyncio.run(sim.run())
-        except InvariantViolation as exc:
-            print(exc)
-            print(f"replay: .venv/bin/python -m {module} --seed {seed} --ops {args.ops} --trace")
-            return 1
-        finally:
-            if args.trace:
-                print("\n".join(sim.trace))
-        if args.seed is not None:
-            print(f"seed {seed}: ok, digest {sim.digest()}, {stats}")
-    print(f"{len(seeds)} seeds ok")
-    return 0
+    return seed_main(argv, simulation, module=module, default_ops=300, doc=__doc__)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ flight). After every restart and crash the invariants are checked (:meth:`Simula
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import heapq
@@ -35,7 +36,7 @@ import random
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar.broker.deletion.audit import audit
 from magnetar.broker.deletion.config import DeletionConfig
@@ -86,6 +87,65 @@ async def let_turns_pass(turns: int) -> None:
 
 class InvariantViolation(AssertionError):
     """A durability invariant failed; the message names the seed, the step and what broke."""
+
+
+class SeedTrace:
+    """What every simulator shares: ``note`` one trace line per step, ``fail`` naming the seed and the last
+    steps, ``digest`` of the whole trace (a replay must give the same)."""
+
+    FAIL_LABEL = "seed"
+    FAIL_TAIL_STEPS = 25
+    seed: int
+    step: int
+    trace: list[str]
+    clock: ManualClock
+
+    def note(self, text: str) -> None:
+        self.trace.append(f"{self.step}@{self.clock.now_ms()}: {text}")
+
+    def fail(self, what: str) -> InvariantViolation:
+        tail = "\n".join(self.trace[-self.FAIL_TAIL_STEPS:])
+        return InvariantViolation(f"{self.FAIL_LABEL} {self.seed}, step {self.step}: {what}\nlast steps:\n{tail}")
+
+    def digest(self) -> str:
+        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()[:16]
+
+
+class SeededRun(Protocol):
+    trace: list[str]
+
+    async def run(self) -> object: ...
+
+    def digest(self) -> str: ...
+
+
+def seed_main(argv: list[str] | None, make: Callable[[int, int], SeededRun], *, module: str, default_ops: int,
+              doc: str | None) -> int:
+    """A simulator's command line: run seeds until one breaks an invariant (then print how to replay it)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, help="replay this one seed")
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1000)
+    parser.add_argument("--ops", type=int, default=default_ops)
+    parser.add_argument("--trace", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.CRITICAL)
+    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
+    for seed in seeds:  # bounded by --seeds
+        sim = make(seed, args.ops)
+        try:
+            stats = asyncio.run(sim.run())
+        except InvariantViolation as exc:
+            print(exc)
+            print(f"replay: .venv/bin/python -m {module} --seed {seed} --ops {args.ops} --trace")
+            return 1
+        finally:
+            if args.trace:
+                print("\n".join(sim.trace))
+        if args.seed is not None:
+            print(f"seed {seed}: ok, digest {sim.digest()}, {stats}")
+    print(f"{len(seeds)} seeds ok")
+    return 0
 
 
 class Timers:
@@ -168,7 +228,7 @@ class Stats:
     offload_faults: int = 0
 
 
-class Simulation:
+class Simulation(SeedTrace):
     def __init__(self, seed: int, ops: int) -> None:
         self.seed = seed
         self.ops_total = ops
@@ -210,16 +270,6 @@ class Simulation:
         )
 
     # ---- driver ------------------------------------------------------------------------------------------------
-
-    def note(self, text: str) -> None:
-        self.trace.append(f"{self.step}@{self.clock.now_ms()}: {text}")
-
-    def fail(self, what: str) -> InvariantViolation:
-        tail = "\n".join(self.trace[-25:])
-        return InvariantViolation(f"seed {self.seed}, step {self.step}: {what}\nlast steps:\n{tail}")
-
-    def digest(self) -> str:
-        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()[:16]
 
     async def run(self) -> Stats:
         await self.boot(check=False)
