@@ -22,6 +22,7 @@ from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.server.auth.settings import SecuritySettings
 from magnetar.server.standalone import StandaloneSettings
 from magnetar.storage.offload.api import OffloadSettings
+from magnetar.storage.offload.profile import ProfileError, apply_profile, parse_profile
 
 log = logging.getLogger("magnetar.config")
 
@@ -301,6 +302,24 @@ def read_file(path: Path) -> dict[str, str]:
     return pairs
 
 
+def _with_profile(offload: OffloadSettings, explicit: Mapping[str, Any]) -> OffloadSettings:
+    """``fileSystemProfilePath``'s files (comma-separated, later ones win) applied to the filesystem driver."""
+    props: dict[str, str] = {}
+    for path in [p.strip() for p in offload.filesystem_profile_path.split(",") if p.strip()]:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"fileSystemProfilePath: cannot read {path}: {exc}") from exc
+        try:
+            props.update(parse_profile(data, path))
+        except ProfileError as exc:
+            raise ConfigError(f"fileSystemProfilePath: {exc}") from exc
+    try:
+        return apply_profile(offload, props, explicit.keys(), offload.filesystem_profile_path)
+    except ProfileError as exc:
+        raise ConfigError(f"fileSystemProfilePath: {exc}") from exc
+
+
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     pairs: dict[str, str] = {}
     for item in items:
@@ -334,6 +353,8 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
     for section in _NESTED_BROKER_SECTIONS:
         changes["broker"][section] = dataclasses.replace(getattr(base.broker, section), **changes[section])
     offload: OffloadSettings = dataclasses.replace(base.broker.offload, **changes["offload"])
+    if offload.driver == "filesystem" and offload.filesystem_profile_path:
+        offload = _with_profile(offload, changes["offload"])
     broker: BrokerConfig = dataclasses.replace(base.broker, managed_ledger=ledger, offload=offload,
                                                **changes["broker"])
     wrong = batching_problems(

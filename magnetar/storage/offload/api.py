@@ -70,7 +70,7 @@ class OffloadSettings:
     service_endpoint: str = ""  # managedLedgerOffloadServiceEndpoint / s3ManagedLedgerOffloadServiceEndpoint
     key_prefix: str = ""  # magnetar: prefix of every object key (e.g. "cluster-a/")
     filesystem_uri: str = ""  # fileSystemURI: the directory of the filesystem driver (path or file:// URI)
-    filesystem_profile_path: str = ""  # fileSystemProfilePath: accepted, not used (no Hadoop here)
+    filesystem_profile_path: str = ""  # fileSystemProfilePath: Hadoop XML profile(s), see profile.py
     max_block_size_bytes: int = 64 * MIB  # managedLedgerOffloadMaxBlockSizeInBytes
     read_buffer_size_bytes: int = 1 * MIB  # managedLedgerOffloadReadBufferSizeInBytes: bytes per ranged GET
     read_cache_size_bytes: int = 64 * MIB  # managedLedgerOffloadReadCacheSizeInBytes (magnetar): block cache
