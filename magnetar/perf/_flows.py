@@ -1,7 +1,7 @@
 """What a driver shares with the runner: the recorders, the stop signal and how each client's share is cut.
 
 A driver runs in a background thread until its work is done or ``stop`` is set; the runner owns the clock,
-the progress line and the output. ``started`` is set once warm-up is over and measuring begins.
+the progress line and the output. ``started`` is set once warm-up is over; measuring begins when ``gate`` opens.
 """
 
 from __future__ import annotations
@@ -18,12 +18,20 @@ DRAIN_TIMEOUT_S = 60.0  # bound on waiting for the last receipts after the sends
 CUMULATIVE_ACK_EVERY = 100  # messages between cumulative acks
 
 
+def _open_gate() -> threading.Event:
+    """Open unless a multi-process run closes it to start every process's clients at once."""
+    gate = threading.Event()
+    gate.set()
+    return gate
+
+
 @dataclass(slots=True)
 class Flows:
     publish: Recorder = field(default_factory=lambda: Recorder("publish"))
     consume: Recorder = field(default_factory=lambda: Recorder("consume"))
     stop: threading.Event = field(default_factory=threading.Event)
     started: threading.Event = field(default_factory=threading.Event)
+    gate: threading.Event = field(default_factory=_open_gate)  # drivers wait on it after ``started``
 
     def consumed_enough(self, options: PerfOptions) -> bool:
         return options.messages > 0 and self.consume.seen >= options.messages

@@ -47,6 +47,7 @@ async def _main(options: PerfOptions, flows: Flows) -> None:
         for producer in producers:
             await _warm_up(producer, options)
         flows.started.set()
+        await asyncio.to_thread(flows.gate.wait)
         tasks = [_consume(c, options, flows) for c in consumers]
         tasks += [_produce(p, i, len(producers), options, flows) for i, p in enumerate(producers)]
         await asyncio.gather(*tasks)

@@ -57,6 +57,7 @@ def run_official(options: PerfOptions, flows: Flows) -> None:
         threads += [threading.Thread(target=_produce_loop, args=(pulsar, p, i, len(producers), options, flows),
                                      daemon=True) for i, p in enumerate(producers)]
         flows.started.set()
+        flows.gate.wait()
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -8,7 +8,7 @@ way. The options value is what the drivers read; it knows nothing of clients.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Final, Literal
 
 Verb = Literal["produce", "consume", "e2e"]
@@ -20,6 +20,7 @@ ACK_MODES: Final = ("individual", "cumulative", "none")
 TOPICS_MAX = 100_000
 CLIENTS_PER_TOPIC_MAX = 1_000
 PENDING_MAX = 1_000_000
+PROCESSES_MAX = 64
 
 
 class OptionsError(ValueError):
@@ -57,6 +58,8 @@ class PerfOptions:
     progress: bool
     warmup_messages: int
     sample_every: int
+    processes: int = 1  # client processes, each with its own client; results merged
+    process_index: int = 0  # which of them this is (a child's options only)
 
     def __post_init__(self) -> None:
         checks = [
@@ -79,16 +82,30 @@ class PerfOptions:
             (1 <= self.sample_every <= 1_000_000, "--sample-every must be within 1..1000000"),
             (not (self.ack_mode == "cumulative" and self.subscription_type in ("shared", "key_shared")),
              "cumulative acks need an exclusive or failover subscription"),
+            (1 <= self.processes <= PROCESSES_MAX, f"--processes must be within 1..{PROCESSES_MAX}"),
+            (self.verb == "produce" or self.processes == 1 or self.num_topics >= self.processes
+             or self.subscription_type in ("shared", "key_shared"),
+             "--processes N with consumers needs -t >= N (topics are split between the processes) "
+             "or a shared / key_shared subscription"),
         ]
         for ok, message in checks:
             if not ok:
                 raise OptionsError(message)
 
     def topic_names(self) -> list[str]:
-        """The topics this run uses: ``topic`` itself, or ``topic-0`` .. ``topic-N-1``."""
+        """The topics this run uses: ``topic`` itself, or ``topic-0`` .. ``topic-N-1``.
+
+        With several processes and at least as many topics, each process takes every N-th topic."""
         if self.num_topics == 1:
             return [self.topic]
-        return [f"{self.topic}-{i}" for i in range(self.num_topics)]
+        names = [f"{self.topic}-{i}" for i in range(self.num_topics)]
+        if 1 < self.processes <= self.num_topics:
+            return names[self.process_index::self.processes]
+        return names
+
+    def all_topic_names(self) -> list[str]:
+        """Every topic of the run, whichever process this is (partitions are created for all)."""
+        return replace(self, processes=1, process_index=0).topic_names()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +140,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-time", "--test-duration", dest="duration_s", type=float, default=0.0,
                    help="stop after S seconds (0: no limit; Ctrl-C stops cleanly)")
     p.add_argument("--io-threads", type=_positive_int, default=1, help="official client I/O threads")
+    p.add_argument("--processes", type=_positive_int, default=1,
+                   help="client processes, each its own client with a share of the messages, rate and topics; "
+                        "totals and latency percentiles are merged")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-second line on stderr")
 
@@ -212,4 +232,5 @@ def options_from(args: argparse.Namespace) -> PerfOptions:
         progress=values["progress"],
         warmup_messages=values.get("warmup_messages", 0),
         sample_every=values.get("sample_every", 1),
+        processes=values.get("processes", 1),
     )

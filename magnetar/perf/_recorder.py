@@ -79,13 +79,26 @@ class Recorder:
         with self._lock:
             return self.messages + self._interval_messages
 
-    def tick(self, elapsed_s: float) -> Interval:
-        """Close the current interval: return what it saw and fold it into the totals."""
+    def take(self) -> tuple[Histogram, int, int, int]:
+        """Close the current interval: its histogram, messages, bytes and errors (not folded into totals)."""
         with self._lock:
             hist, self._interval = self._interval, Histogram()
             messages, self._interval_messages = self._interval_messages, 0
             size, self._interval_bytes = self._interval_bytes, 0
             errors, self._interval_errors = self._interval_errors, 0
+        return hist, messages, size, errors
+
+    def add(self, hist: Histogram, messages: int, size: int, errors: int) -> None:
+        """Count what another recorder took (a child process's interval) into the current interval."""
+        with self._lock:
+            self._interval.merge(hist)
+            self._interval_messages += messages
+            self._interval_bytes += size
+            self._interval_errors += errors
+
+    def tick(self, elapsed_s: float) -> Interval:
+        """Close the current interval: return what it saw and fold it into the totals."""
+        hist, messages, size, errors = self.take()
         self.total.merge(hist)
         self.messages += messages
         self.bytes += size

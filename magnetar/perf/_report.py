@@ -28,6 +28,8 @@ def progress_line(elapsed_s: float, intervals: Sequence[Interval], *, label: str
 def describe(options: PerfOptions) -> str:
     topics = f"{options.num_topics} topic(s)" + (f" x {options.partitions} partitions" if options.partitions else "")
     text = f"magnetar perf {options.verb}: {options.client} client, {topics}"
+    if options.processes > 1:
+        text += f", {options.processes} client processes"
     if options.verb != "consume":
         batching = (f"batching on ({options.batch_max_messages} msgs / {options.batch_max_bytes} B / "
                     f"{options.batch_delay_ms:g} ms)") if options.batching else "batching off"

@@ -14,11 +14,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import TextIO
 
 from magnetar.perf._flows import Driver, Flows
 from magnetar.perf._options import PerfOptions
-from magnetar.perf._recorder import Interval
+from magnetar.perf._recorder import Interval, Recorder
 from magnetar.perf._report import progress_line, summary_json, summary_table
 
 TICK_S = 1.0
@@ -43,7 +44,7 @@ def driver_for(options: PerfOptions) -> Driver:
 
 def create_partitions(options: PerfOptions) -> None:
     """Create each topic with ``options.partitions`` partitions (409 Conflict: it exists; fine)."""
-    for topic in options.topic_names():
+    for topic in options.all_topic_names():
         domain, _, rest = topic.partition("://") if "://" in topic else ("persistent", "", f"public/default/{topic}")
         path = "/".join(urllib.parse.quote(part, safe="") for part in rest.split("/"))
         url = f"{options.admin_url.rstrip('/')}/admin/v2/{domain}/{path}/partitions"
@@ -69,6 +70,10 @@ def run(options: PerfOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.std
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, lambda *_: flows.stop.set()) if main else None
     try:
+        if options.processes > 1:
+            from magnetar.perf._processes import measure_processes
+
+            return measure_processes(options, flows, out, err)
         return _measure(options, flows, out, err)
     finally:
         if main:
@@ -77,21 +82,31 @@ def run(options: PerfOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.std
 
 def _measure(options: PerfOptions, flows: Flows, out: TextIO, err: TextIO) -> int:
     failure: list[BaseException] = []
-    thread = threading.Thread(target=_drive, args=(driver_for(options), options, flows, failure), daemon=True)
+    thread = threading.Thread(target=drive, args=(driver_for(options), options, flows, failure), daemon=True)
     thread.start()
     if not flows.started.wait(START_TIMEOUT_S) or failure:
         flows.stop.set()
         raise PerfError(f"could not start: {failure[0] if failure else 'timed out'}")
-    recorders = [r for r in (flows.publish, flows.consume) if _measures(options, r.name)]
+    elapsed_s, intervals = clock(options, flows, thread.join, thread.is_alive, err)
+    problem = f"{type(failure[0]).__name__}: {failure[0]}" if failure else ""
+    return finish(options, flows, elapsed_s, intervals, problem, out, err)
+
+
+def clock(options: PerfOptions, flows: Flows, wait: Callable[[float], object], alive: Callable[[], bool],
+          err: TextIO) -> tuple[float, list[list[Interval]]]:
+    """Tick the recorders once a second until the work ends (``alive`` false); stop it when the duration is up.
+
+    ``wait(seconds)`` blocks until the next tick is due or the work ended (a thread join, a queue drain)."""
+    recorders = measured_recorders(options, flows)
     intervals: list[list[Interval]] = []
     start_s = last_s = time.perf_counter()
     try:
-        while thread.is_alive():  # bounded: the driver ends on its count, or on stop (duration / Ctrl-C)
-            thread.join(max(0.0, last_s + TICK_S - time.perf_counter()))
+        while alive():  # bounded: the work ends on its count, or on stop (duration / Ctrl-C)
+            wait(max(0.0, last_s + TICK_S - time.perf_counter()))
             now_s = time.perf_counter()
             if options.duration_s and now_s - start_s >= options.duration_s:
                 flows.stop.set()
-            if now_s - last_s >= TICK_S or not thread.is_alive():
+            if now_s - last_s >= TICK_S or not alive():
                 partial = now_s - last_s < TICK_S
                 tick = [r.tick(now_s - last_s) for r in recorders]
                 last_s = now_s
@@ -101,30 +116,39 @@ def _measure(options: PerfOptions, flows: Flows, out: TextIO, err: TextIO) -> in
                     print(progress_line(now_s - start_s, tick), file=err, flush=True)
     except KeyboardInterrupt:  # a second signal, or one outside the main thread's handler
         flows.stop.set()
-        thread.join(START_TIMEOUT_S)
-    elapsed_s = time.perf_counter() - start_s
+        wait(START_TIMEOUT_S)
+    return time.perf_counter() - start_s, intervals
+
+
+def finish(options: PerfOptions, flows: Flows, elapsed_s: float, intervals: list[list[Interval]], problem: str,
+           out: TextIO, err: TextIO) -> int:
+    """Fold the last counts in, print the closing line and the summary; 1 when ``problem`` says the run failed."""
+    recorders = measured_recorders(options, flows)
     for r in recorders:
         r.tick(0.0)
     totals = [r.overall(elapsed_s) for r in recorders]
     if options.progress:  # the closing line covers the whole run, never a partial second scaled up
         print(progress_line(elapsed_s, totals, label="total"), file=err, flush=True)
-    if failure:
-        print(f"magnetar perf: {type(failure[0]).__name__}: {failure[0]}", file=err)
+    if problem:
+        print(f"magnetar perf: {problem}", file=err)
     text = summary_json(options, elapsed_s, totals, intervals) if options.json else \
         summary_table(options, elapsed_s, totals)
     print(text, file=out, flush=True)
-    return 1 if failure else 0
+    return 1 if problem else 0
+
+
+def measured_recorders(options: PerfOptions, flows: Flows) -> list[Recorder]:
+    return [r for r in (flows.publish, flows.consume) if _measures(options, r.name)]
 
 
 def _measures(options: PerfOptions, flow: str) -> bool:
     return (flow == "publish" and options.verb != "consume") or (flow == "consume" and options.verb != "produce")
 
 
-def _drive(driver: Driver, options: PerfOptions, flows: Flows, failure: list[BaseException]) -> None:
+def drive(driver: Driver, options: PerfOptions, flows: Flows, failure: list[BaseException]) -> None:
     try:
         driver(options, flows)
     except Exception as exc:
         failure.append(exc)
     finally:
         flows.started.set()
-

@@ -108,3 +108,20 @@ def test_ctrl_c_on_an_unlimited_run_stops_cleanly(broker: BrokerProcess) -> None
     rows = {line[:18].strip(): line[18:].strip() for line in out.splitlines()}
     assert int(rows["messages"].replace(",", "")) > 0 and rows["errors"] == "0"
     assert err.splitlines()[-1].startswith("[total "), "the closing line covers the run, not a partial second"
+
+
+def test_several_processes_merge_their_counts_and_latencies(broker: BrokerProcess) -> None:
+    produced = perf_json(broker, "produce", "perf-procs", "--processes", "2", "-m", "301", "--no-batching")
+    publish = produced["totals"]["publish"]
+    assert publish["messages"] == 301 and publish["errors"] == 0  # 151 + 150 from two clients
+    assert publish["latency_ms"]["count"] == 301  # every send timed, histograms merged
+    assert produced["options"]["processes"] == 2
+    # consumers: four topics split between the processes (an exclusive subscription each), end to end
+    e2e = perf_json(broker, "e2e", "perf-procs-e2e", "--processes", "2", "-t", "4", "-m", "200", "-r", "400")
+    assert e2e["totals"]["publish"]["messages"] == 200 and e2e["totals"]["consume"]["messages"] == 200
+    assert e2e["totals"]["consume"]["latency_ms"]["count"] == 200
+
+
+def test_processes_with_one_exclusive_subscription_are_refused(broker: BrokerProcess) -> None:
+    done = perf(broker, "consume", "perf-procs-x", "--processes", "2", "-m", "10")
+    assert done.returncode == 2 and "--processes" in done.stderr

@@ -246,3 +246,40 @@ def test_json_summary_fields() -> None:
     assert publish["messages"] == 3 and publish["bytes"] == 3072 and publish["msg_per_s"] == 2.0
     assert set(publish["latency_ms"]) == {"count", "min", "mean", "p50", "p95", "p99", "p999", "max"}
     assert document["intervals"][0]["consume"]["messages"] == 3
+
+
+# ---- several client processes -----------------------------------------------------------------------------
+
+
+def test_processes_split_topics_count_and_rate() -> None:
+    from magnetar.perf._processes import child_options
+
+    options = parse("e2e", "t", "-t", "5", "--processes", "2", "-m", "101", "-r", "1000")
+    first, second = child_options(options, 0), child_options(options, 1)
+    assert first.topic_names() == ["t-0", "t-2", "t-4"] and second.topic_names() == ["t-1", "t-3"]
+    assert first.all_topic_names() == [f"t-{i}" for i in range(5)]
+    assert (first.messages, second.messages) == (51, 50)
+    assert first.rate_per_s == second.rate_per_s == 500
+    assert not first.json and not first.progress and first.duration_s == 0  # the parent owns clock and output
+
+
+def test_processes_share_one_topic_only_for_producers_or_shared_subscriptions() -> None:
+    assert parse("produce", "t", "--processes", "3").topic_names() == ["t"]
+    assert parse("consume", "t", "--processes", "3", "-st", "Shared").processes == 3
+    with pytest.raises(OptionsError, match="--processes"):
+        parse("consume", "t", "--processes", "3")
+    with pytest.raises(OptionsError, match="--processes"):
+        parse("produce", "t", "--processes", "0")
+
+
+def test_recorder_adds_what_another_took() -> None:
+    child, parent = Recorder("publish"), Recorder("publish")
+    child.record(100, 50)
+    child.record(100, 5_000)
+    child.error()
+    parent.record(100, 7)
+    parent.add(*child.take())
+    assert child.take()[1:] == (0, 0, 0)  # taking empties the child's interval
+    interval = parent.tick(1.0)
+    assert (interval.messages, interval.bytes, interval.errors) == (3, 300, 1)
+    assert interval.latency.count == 3 and interval.latency.max_ms == 5.0
