@@ -29,7 +29,7 @@ from magnetar.broker.errors import (
     ServiceNotReady,
     TopicNotFound,
 )
-from magnetar.broker.names import NamespaceName, TopicName, valid_segment
+from magnetar.broker.names import PARTITION_SUFFIX, NamespaceName, TopicName, valid_segment
 from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.replication.service import stop_replicators
 from magnetar.broker.service import PARTITIONS_MAX, BrokerService, namespace_key, partitioned_topic_key
@@ -299,8 +299,8 @@ class BrokerAdmin:
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         await self._namespace_of(topic)
         _check_partitions(partitions)
-        if topic.is_partition:
-            raise InvalidRequest("A partitioned topic's name must not end in -partition-N")
+        if PARTITION_SUFFIX in topic.local_name:
+            raise PreconditionFailed("Partitioned Topic Name should not contain '-partition-'")
         if await self.partitions(topic) > 0 or await self.exists(topic):
             raise Conflict("This topic already exists")
         if not await self.broker.create_partitioned_topic(topic, partitions):
@@ -442,21 +442,21 @@ def parse_topic(domain: str, tenant: str, namespace: str, encoded: str) -> Topic
         # the framework decoded the path once; decoding again would let "%2541" name topic "A"
         return TopicName.parse(f"{domain}://{tenant}/{namespace}/{encoded}")
     except InvalidTopicName as exc:
-        raise InvalidRequest(str(exc)) from exc
+        raise PreconditionFailed("Topic name is not valid") from exc  # Pulsar's validateTopicName
 
 
 def parse_namespace(tenant: str, namespace: str) -> NamespaceName:
     try:
         return NamespaceName.parse(f"{tenant}/{namespace}")
     except InvalidTopicName as exc:
-        raise InvalidRequest(str(exc)) from exc
+        raise PreconditionFailed("Namespace name is not valid") from exc  # Pulsar's validateNamespaceName
 
 
 def _check_segment(name: str, what: str) -> None:
     try:
         NamespaceName.parse(f"{name}/x")
     except BrokerError as exc:
-        raise InvalidRequest(f"Invalid {what} name: {name!r}") from exc
+        raise PreconditionFailed(f"{what.capitalize()} name is not valid") from exc  # Pulsar's NamedEntity check
 
 
 def _check_partitions(partitions: int) -> None:

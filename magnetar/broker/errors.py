@@ -8,7 +8,7 @@ they meet the broker (``raise PersistenceError(...) from exc``).
     ├── MetadataError, PersistenceError, ServiceNotReady          retried by the client
     ├── AuthenticationError, AuthorizationError                    fatal for the client (HTTP 401 / 403)
     ├── ConsumerBusy, ProducerBusy, ProducerFenced, TopicNotFound  fatal for the client
-    ├── SubscriptionNotFound, ConsumerNotFound, InvalidTopicName
+    ├── SubscriptionNotFound, ConsumerNotFound, InvalidTopicName, TooManyRequests
     ├── NotAllowed, TopicTerminated, ChecksumError, IncompatibleSchema
     ├── ...
     └── AdminError: NotFound, Conflict, PreconditionFailed, InvalidRequest, NotAcceptable, MethodNotAllowed
@@ -90,6 +90,12 @@ class ConsumerNotFound(BrokerError):
     server_error = CONSUMER_NOT_FOUND
 
 
+class TooManyRequests(BrokerError):
+    """More requests in flight on a connection than it accepts; the official clients retry it."""
+
+    server_error = TOO_MANY_REQUESTS
+
+
 class TopicTerminated(BrokerError):
     server_error = TOPIC_TERMINATED
 
@@ -112,6 +118,10 @@ class ConsumerAssignError(BrokerError):
 
 class NotAllowed(BrokerError):
     server_error = NOT_ALLOWED
+
+
+class TopicQuotaExceeded(NotAllowed):
+    """maxTopicsPerNamespace reached: NotAllowedError on the wire, 412 in the admin API (as Pulsar)."""
 
 
 class ProducerFenced(BrokerError):

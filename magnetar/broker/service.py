@@ -22,7 +22,7 @@ from magnetar.broker.compaction.txn import BufferFilter
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connections import ConnectionCounts
 from magnetar.broker.deletion.service import LedgerDeletionService
-from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
+from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound, TopicQuotaExceeded
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.nonpersistent import NonPersistentTopics
 from magnetar.broker.offload.service import OffloadService
@@ -249,7 +249,7 @@ class BrokerService:
             return
         existing = len(await self.list_topics(ns))
         if existing + adding > limit:
-            raise NotAllowed(f"Exceed maximum number of topics in namespace {ns} ({limit})")
+            raise TopicQuotaExceeded("Exceed maximum number of topics in namespace.")  # Pulsar's words
 
     @contextlib.asynccontextmanager
     async def _creation_lock(self, topic: TopicName) -> AsyncIterator[None]:

@@ -138,6 +138,16 @@ def error(request_id: int, code: int, message: str) -> pb.BaseCommand:
     return cmd
 
 
+def failure_for(request: pb.BaseCommand, request_id: int, code: int, message: str) -> pb.BaseCommand:
+    """The reply refusing ``request``: lookups fail in their own response (the client waits on that), the
+    rest with ERROR."""
+    if request.type == T.LOOKUP:
+        return lookup_failure(request_id, code, message)
+    if request.type == T.PARTITIONED_METADATA:
+        return partitioned_metadata_failure(request_id, code, message)
+    return error(request_id, code, message)
+
+
 # ---------------------------------------------------------------- discovery
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError, NotAllowed
+from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError, NotAllowed, TooManyRequests
 from magnetar.broker.producer import Producer
 from magnetar.broker.service import BrokerService
 from magnetar.clock import Clock
@@ -212,7 +212,8 @@ class ServerConnection:
 
     def _spawn(self, work: Awaitable[None], cmd: proto.pb.BaseCommand) -> None:
         if len(self._requests) >= REQUESTS_IN_FLIGHT_MAX:
-            self.reply_error(request_id_of(cmd), BrokerError("Too many requests in flight on this connection"))
+            refusal = TooManyRequests("Too many requests in flight on this connection")  # retried by clients
+            self.reply_error(request_id_of(cmd), refusal, cmd)
             if asyncio.iscoroutine(work):
                 work.close()
             return
@@ -229,10 +230,10 @@ class ServerConnection:
                     await self._flow.wait_room()
                     await work
         except BrokerError as exc:
-            self.reply_error(request_id_of(cmd), exc)
+            self.reply_error(request_id_of(cmd), exc, cmd)
         except Exception as exc:
             log.exception("request of type %s from %s failed", cmd.type, self._remote)
-            self.reply_error(request_id_of(cmd), BrokerError(f"internal error: {type(exc).__name__}"))
+            self.reply_error(request_id_of(cmd), BrokerError(f"internal error: {type(exc).__name__}"), cmd)
 
     def _unsupported(self, cmd: proto.pb.BaseCommand) -> None:
         request_id = request_id_of(cmd)
@@ -240,11 +241,13 @@ class ServerConnection:
         if request_id is not None:
             self.reply_error(request_id, NotAllowed(f"command type {cmd.type} is not supported by magnetar"))
 
-    def reply_error(self, request_id: int | None, exc: BrokerError) -> None:
+    def reply_error(self, request_id: int | None, exc: BrokerError, cmd: proto.pb.BaseCommand | None = None) -> None:
         if request_id is None:
             return
-        code = getattr(exc, "server_error", UNKNOWN_ERROR)
-        self.send_frame(proto.encode_command(proto.commands.error(request_id, code, str(exc) or type(exc).__name__)))
+        code, text = getattr(exc, "server_error", UNKNOWN_ERROR), str(exc) or type(exc).__name__
+        reply = proto.commands.error(request_id, code, text) if cmd is None else proto.commands.failure_for(
+            cmd, request_id, code, text)
+        self.send_frame(proto.encode_command(reply))
 
     def publish_started(self) -> None:
         self.publishes_in_flight += 1

@@ -15,6 +15,7 @@ import pytest
 
 from magnetar import protocol as proto
 from tests.abuse.conftest import assert_still_serving, http, start_broker, unique
+from tests.component.wire import T, WirePeer
 from tests.integration.broker_process import BrokerProcess
 
 PER_ADDRESS_MAX = 20
@@ -133,3 +134,30 @@ def test_admin_bodies_are_read_whole_and_bounded(broker: BrokerProcess) -> None:
     assert _raw_http(broker.web_port, liar, []).startswith(b"HTTP/1.1 413")
     subs = http(broker, "GET", f"/admin/v2/persistent/public/default/{name}/subscriptions")[1]
     assert subs == ["split"]
+
+
+REQUEST_FLOOD = 3000  # more than the 1,024 requests a connection holds in flight, sent in one write
+
+
+async def test_requests_over_the_in_flight_bound_get_too_many_requests(broker: BrokerProcess) -> None:
+    peer = await WirePeer.connect(broker.port)
+    try:
+        topic = f"persistent://public/default/{unique('flood')}"
+        peer.writer.write(b"".join(proto.encode_command(proto.commands.partitioned_metadata(topic, request_id))
+                                   for request_id in range(REQUEST_FLOOD)))
+        outcomes: dict[int, int] = {}
+        for _ in range(REQUEST_FLOOD):
+            reply = (await peer.expect(T.PARTITIONED_METADATA_RESPONSE)).command.partitionMetadataResponse
+            assert reply.request_id not in outcomes, "a request answered twice"
+            failed = reply.response == proto.pb.CommandPartitionedTopicMetadataResponse.Failed
+            outcomes[reply.request_id] = reply.error if failed else -1
+        assert sorted(outcomes) == list(range(REQUEST_FLOOD))
+        refused = [code for code in outcomes.values() if code != -1]
+        assert refused and set(refused) == {proto.pb.TooManyRequests}, set(refused)
+        assert len(refused) <= REQUEST_FLOOD - 1024
+        peer.send(proto.commands.partitioned_metadata(topic, REQUEST_FLOOD))  # the connection still serves
+        reply = (await peer.expect(T.PARTITIONED_METADATA_RESPONSE)).command.partitionMetadataResponse
+        assert reply.request_id == REQUEST_FLOOD
+        assert reply.response == proto.pb.CommandPartitionedTopicMetadataResponse.Success
+    finally:
+        await peer.close()

@@ -67,17 +67,26 @@ def test_auto_created_topics_release_their_files(broker: BrokerProcess) -> None:
 
 
 def test_a_namespace_holds_at_most_max_topics(broker: BrokerProcess) -> None:
+    """Declared partitions count one each, written to or not; over the limit the admin API answers 412 and
+    auto-creation NotAllowedError, as Pulsar does."""
     namespace = f"public/{unique('quota')}"
+    over = (412, {"reason": "Exceed maximum number of topics in namespace."})
     assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
-    for i in range(TOPICS_PER_NAMESPACE - 2):
+    for i in range(TOPICS_PER_NAMESPACE - 5):
         assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}")[0] == 204
-    status, reply = http(broker, "PUT", f"/admin/v2/persistent/{namespace}/p/partitions", 3)
-    assert status == 405 and "Exceed maximum number of topics" in reply["reason"]
+    assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/p/partitions", 6) == over
+    assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/p/partitions", 3)[0] == 204  # 18 of 20
     client = make_client(broker.url)
     try:
         client.create_producer(f"persistent://{namespace}/auto-ok-1")
-        client.create_producer(f"persistent://{namespace}/auto-ok-2")
-        with pytest.raises(pulsar.PulsarException):
+        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/q/partitions", 2) == over
+        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t-last")[0] == 204  # the 20th
+        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t-over") == over
+        with pytest.raises(pulsar.NotAllowedError):
             client.create_producer(f"persistent://{namespace}/one-too-many")
+        with pytest.raises(pulsar.NotAllowedError):
+            client.subscribe(f"persistent://{namespace}/one-too-many", "s")
+        client.create_producer(f"persistent://{namespace}/p")  # existing partitions still serve
     finally:
         client.close()
+    assert len(http(broker, "GET", f"/admin/v2/namespaces/{namespace}/topics")[1]) == TOPICS_PER_NAMESPACE

@@ -43,12 +43,32 @@ async def test_long_and_odd_names_get_clear_errors(broker: BrokerProcess) -> Non
         await peer.close()
 
 
-@pytest.mark.parametrize("name", ["%2E", "%2E%2E", "bad%0A", "bad%0D%0A"])
-def test_dot_names_and_trailing_newlines_are_refused(broker: BrokerProcess, name: str) -> None:
-    assert http(broker, "PUT", f"{V2}/tenants/{name}", {"allowedClusters": ["standalone"]})[0] == 400
-    assert http(broker, "PUT", f"{V2}/namespaces/public/{name}")[0] == 400
-    assert http(broker, "PUT", f"{V2}/persistent/public/default/{name}")[0] in (400, 404)
+@pytest.mark.parametrize("name", ["%2E", "%2E%2E", "bad%0A", "bad%0D%0A", "sp%20ace", "t" * 200])
+def test_invalid_names_get_pulsars_412(broker: BrokerProcess, name: str) -> None:
+    """Pulsar's admin answers names it cannot accept with 412 PreconditionFailed and these reasons."""
+    refusals = (
+        ("PUT", f"{V2}/tenants/{name}", {"allowedClusters": ["standalone"]}, "Tenant name is not valid"),
+        ("PUT", f"{V2}/namespaces/public/{name}", None, "Namespace name is not valid"),
+        ("GET", f"{V2}/namespaces/public/{name}/retention", None, "Namespace name is not valid"),
+        ("PUT", f"{V2}/clusters/{name}", {"serviceUrl": "http://localhost:1"}, "Cluster name is not valid"),
+        ("PUT", f"{V2}/persistent/{name}/default/x", None, "Topic name is not valid"),
+        ("GET", f"{V2}/persistent/public/{name}/x/stats", None, "Topic name is not valid"),
+    )
+    for method, path, body, why in refusals:
+        assert http(broker, method, path, body) == (412, {"reason": why}), (method, path)
     assert name.replace("%2E", ".").replace("%0A", "\n") not in (http(broker, "GET", f"{V2}/tenants")[1] or [])
+
+
+@pytest.mark.parametrize("local", ["%2E", "%2E%2E", "bad%0A", "\u00e9" * 1024])
+def test_invalid_local_topic_names_get_412(broker: BrokerProcess, local: str) -> None:
+    path = f"{V2}/persistent/public/default/{urllib.parse.quote(local, safe='%')}"
+    assert http(broker, "PUT", path) == (412, {"reason": "Topic name is not valid"})
+    assert http(broker, "PUT", f"{path}/partitions", 2) == (412, {"reason": "Topic name is not valid"})
+
+
+def test_partitioned_topic_names_must_not_contain_partition(broker: BrokerProcess) -> None:
+    path = f"{V2}/persistent/public/default/{unique('p')}-partition-x/partitions"
+    assert http(broker, "PUT", path, 2) == (412, {"reason": "Partitioned Topic Name should not contain '-partition-'"})
 
 
 def test_admin_topic_names_are_decoded_once(broker: BrokerProcess) -> None:

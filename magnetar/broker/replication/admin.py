@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from magnetar.broker.admin import CLUSTERS, BrokerAdmin, tenant_key
 from magnetar.broker.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
-from magnetar.broker.names import TopicName
+from magnetar.broker.names import TopicName, valid_segment
 from magnetar.broker.replication.service import topic_policies_key
 from magnetar.metadata import api as md
 
 log = logging.getLogger("magnetar.broker.replication")
 
-CLUSTER_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
 #: ClusterData's fields (Pulsar's JSON names) with the URL schemes each accepts (None: any string)
 CLUSTER_FIELDS: dict[str, tuple[str, ...] | None] = {
     "serviceUrl": ("http://", "https://"),
@@ -132,5 +130,5 @@ class ReplicationAdmin:
 
 
 def _check_cluster_name(name: str) -> None:
-    if not CLUSTER_NAME.fullmatch(name):
-        raise InvalidRequest(f"Invalid cluster name: {name!r}")
+    if not valid_segment(name):  # Pulsar's NamedEntity rule, bounded, not . or ..
+        raise PreconditionFailed("Cluster name is not valid")  # Pulsar's NamedEntity check

@@ -40,6 +40,7 @@ _STATUS_BY_ERROR: tuple[tuple[type[errors.BrokerError], int], ...] = (
     (errors.ConsumerBusy, 409),
     (errors.TopicTerminated, 409),
     (errors.PreconditionFailed, 412),
+    (errors.TopicQuotaExceeded, 412),
     (errors.InvalidRequest, 400),
     (errors.InvalidTopicName, 400),
     (errors.NotAcceptable, 406),
