@@ -319,8 +319,10 @@ class BrokerAdmin:
 
     # ---- topics: loading, deleting, unloading, terminating -------------------------------------------
 
-    async def load(self, topic: TopicName) -> PersistentTopic:
-        """The loaded topic (loading it from its ledger, or creating a declared partition); 404 if none."""
+    async def view(self, topic: TopicName) -> PersistentTopic | None:
+        """What a read-only request looks at: the topic (loaded from its ledger if it has one), or None for a
+        declared partition never written to; 404 for a topic that does not exist. Creates nothing (no ledger,
+        file or metadata), as Pulsar's GETs do not."""
         await self._namespace_of(topic)
         loaded = self.broker.topics.get(str(topic))
         if loaded is not None:
@@ -328,7 +330,18 @@ class BrokerAdmin:
         if not await self.exists(topic):
             raise NotFound("Topic not found" if not await self.partitions(topic) else "Topic is partitioned")
         if not await self.broker.ledgers.exists(topic.managed_ledger_name):
-            await self._create_ledger(topic)
+            return None
+        return await self._get_existing(topic)
+
+    async def load(self, topic: TopicName) -> PersistentTopic:
+        """The loaded topic for a request that changes it (creating a declared partition's ledger); 404 if none."""
+        viewed = await self.view(topic)
+        if viewed is not None:
+            return viewed
+        await self._create_ledger(topic)
+        return await self._get_existing(topic)
+
+    async def _get_existing(self, topic: TopicName) -> PersistentTopic:
         try:
             return await self.broker.get_topic(topic, create=False)
         except TopicNotFound as exc:
@@ -424,7 +437,9 @@ class BrokerAdmin:
     async def last_message_id(self, topic: TopicName) -> dict[str, int]:
         if await self.partitions(topic) > 0:
             raise MethodNotAllowed("Get the last message id on a partitioned topic is not allowed")
-        loaded = await self.load(topic)
+        loaded = await self.view(topic)
+        if loaded is None:  # a declared partition never written to
+            return message_id_json(Position(-1, -1), topic.partition_index)
         last, batch_index = await loaded.last_message_id()
         result = message_id_json(last, topic.partition_index)
         if batch_index >= 0:

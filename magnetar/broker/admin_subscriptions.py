@@ -71,9 +71,9 @@ class SubscriptionAdmin:
 
     async def _subscription(self, topic: TopicName, name: str) -> tuple[PersistentTopic, Subscription]:
         _check_not_reserved(name)
-        loaded = await self.admin.load(topic)
-        sub = loaded.subscriptions.get(name)
-        if sub is None:
+        loaded = await self.admin.view(topic)  # a partition never written to has no subscription
+        sub = loaded.subscriptions.get(name) if loaded is not None else None
+        if loaded is None or sub is None:
             raise NotFound("Subscription not found")
         return loaded, sub
 
@@ -81,7 +81,8 @@ class SubscriptionAdmin:
         names: set[str] = set()
         for target in await self.admin.targets(topic):
             if await self.admin.exists(target):
-                names.update((await self.admin.load(target)).subscriptions)
+                viewed = await self.admin.view(target)
+                names.update(viewed.subscriptions if viewed is not None else ())
             elif target == topic:
                 raise NotFound("Topic not found")
         return sorted(names)

@@ -213,6 +213,29 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
     }
 
 
+def unwritten_topic_stats(*, dedup_enabled: bool, owner: str = "") -> dict[str, Any]:
+    """TopicStats of a declared partition never written to, answered without creating it (Pulsar shows
+    zeros for such a partition): no producers, subscriptions, storage or rates."""
+    zeros = ("bytesInCounter", "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize",
+             "publishRateLimitedTimes", "earliestMsgPublishTimeInBacklogs", "waitingPublishers",
+             "nonContiguousDeletedMessagesRanges", "nonContiguousDeletedMessagesRangesSerializedSize",
+             "delayedMessageIndexSizeInBytes")
+    return {
+        **dict.fromkeys(("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "averageMsgSize"), 0.0),
+        **dict.fromkeys(zeros, 0),
+        "msgChunkPublished": False,
+        **offload_stats([]),
+        **topic_counts(None),
+        "publishers": [],
+        "subscriptions": {},
+        "replication": {},
+        "deduplicationStatus": "Enabled" if dedup_enabled else "Disabled",
+        "topicEpoch": None,
+        "compaction": stats_json(CompactionRecord()),
+        "ownerBroker": owner,
+    }
+
+
 _SUMMED = (
     "msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter", "msgInCounter",
     "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize", "offloadedStorageSize",
@@ -282,6 +305,17 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
         "schemaLedgers": [],
         "compactedLedger": compacted_ledger_json(topic.compacted),
         "properties": dict(ledger.properties),
+    }
+
+
+def unwritten_internal_stats() -> dict[str, Any]:
+    """PersistentTopicInternalStats of a declared partition never written to: no ledger exists yet."""
+    return {
+        "entriesAddedCounter": 0, "numberOfEntries": 0, "totalSize": 0, "currentLedgerEntries": 0,
+        "currentLedgerSize": 0, "lastLedgerCreatedTimestamp": "", "lastLedgerCreationFailureTimestamp": None,
+        "waitingCursorsCount": 0, "pendingAddEntriesCount": 0, "lastConfirmedEntry": _pos(Position(-1, -1)),
+        "state": "Closed", "ledgers": [], "cursors": {}, "schemaLedgers": [],
+        "compactedLedger": compacted_ledger_json(None), "properties": {},
     }
 
 

@@ -62,9 +62,9 @@ class OffloadService:
 
     # ---- admin ----------------------------------------------------------------------------------------------
 
-    def status(self, ledger: ManagedLedger) -> dict[str, Any]:
-        """Pulsar's OffloadProcessStatus JSON."""
-        state = self._topics.get(ledger.name) or TopicOffload()
+    def status(self, ledger: ManagedLedger | None) -> dict[str, Any]:
+        """Pulsar's OffloadProcessStatus JSON (``None``: a topic with no ledger yet, never offloaded)."""
+        state = (self._topics.get(ledger.name) if ledger is not None else None) or TopicOffload()
         first = state.first_unoffloaded
         return {"status": state.status.value, "lastError": state.last_error,
                 "firstUnoffloadedMessage": {"ledgerId": first.ledger_id, "entryId": first.entry_id,

@@ -15,6 +15,7 @@ from magnetar.broker.errors import InvalidRequest, NotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.policies.store import DESTINATION_STORAGE, QUOTA_TYPES
+from magnetar.broker.topic import PersistentTopic
 from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.server.admin.routes import Route, int_value, json_body, match, no_content, ok
 from magnetar.server.admin.topics import peek_headers
@@ -166,8 +167,14 @@ def nth_position(ledger: Any, nth: int, *, from_latest: bool) -> Position:
 
 
 def message_routes(admin: BrokerAdmin) -> list[Route]:
+    async def written(topic: TopicName) -> PersistentTopic:
+        loaded = await admin.view(topic)  # reading creates nothing: a partition never written has no message
+        if loaded is None:
+            raise NotFound("Message not found")
+        return loaded
+
     async def reply(topic: TopicName, position: Position) -> web.Response:
-        loaded = await admin.load(topic)
+        loaded = await written(topic)
         try:
             entry = await loaded.ledger.read_entry(position)
         except ManagedLedgerError as exc:
@@ -178,7 +185,7 @@ def message_routes(admin: BrokerAdmin) -> list[Route]:
 
     async def examine(req: web.Request) -> web.Response:
         topic = _topic(req)
-        loaded = await admin.load(topic)
+        loaded = await written(topic)
         nth = int_value(req.query.get("messagePosition", "1"), "messagePosition", 1, 100_000)
         latest = req.query.get("initialPosition", "latest").lower() == "latest"
         return await reply(topic, nth_position(loaded.ledger, nth, from_latest=latest))

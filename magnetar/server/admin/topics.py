@@ -12,10 +12,18 @@ from aiohttp import web
 from magnetar.broker.admin import BrokerAdmin, parse_namespace, parse_topic
 from magnetar.broker.admin_subscriptions import SubscriptionAdmin, parse_message_id
 from magnetar.broker.compaction import CompactedTopic, CompactionService, status_json
+from magnetar.broker.compaction.view import CompactionRecord
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.names import TopicName
 from magnetar.broker.service import PARTITIONS_MAX
-from magnetar.broker.stats import RateTracker, internal_stats, partitioned_stats, topic_stats
+from magnetar.broker.stats import (
+    RateTracker,
+    internal_stats,
+    partitioned_stats,
+    topic_stats,
+    unwritten_internal_stats,
+    unwritten_topic_stats,
+)
 from magnetar.broker.topic import PersistentTopic
 from magnetar.ledger.api import Position
 from magnetar.server.admin import openapi as s
@@ -79,20 +87,30 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         await admin.delete_partitioned_topic(_topic(req), force=flag(req, "force"))
         return no_content()
 
+    async def stats_of(topic: TopicName, owner: str) -> dict[str, Any]:
+        viewed = await admin.view(topic)  # GETs create nothing: a partition never written shows zeros
+        if viewed is None:
+            return unwritten_topic_stats(dedup_enabled=await admin.broker.policies.dedup_enabled(topic), owner=owner)
+        return topic_stats(viewed, rates, owner=owner)
+
+    async def internal_of(topic: TopicName) -> dict[str, Any]:
+        viewed = await admin.view(topic)
+        return unwritten_internal_stats() if viewed is None else internal_stats(viewed)
+
     async def stats(req: web.Request) -> web.Response:
-        return ok(topic_stats(await admin.load(_topic(req)), rates, owner=req.host))
+        return ok(await stats_of(_topic(req), req.host))
 
     async def internal(req: web.Request) -> web.Response:
-        return ok(internal_stats(await admin.load(_topic(req))))
+        return ok(await internal_of(_topic(req)))
 
     async def p_stats(req: web.Request) -> web.Response:
         names = await admin.partition_names(_topic(req))
-        parts = {str(n): topic_stats(await admin.load(n), rates, owner=req.host) for n in names}
+        parts = {str(n): await stats_of(n, req.host) for n in names}
         return ok(partitioned_stats(parts, len(names), per_partition=flag(req, "perPartition")))
 
     async def p_internal(req: web.Request) -> web.Response:
         names = await admin.partition_names(_topic(req))
-        parts = {str(n): internal_stats(await admin.load(n)) for n in names}
+        parts = {str(n): await internal_of(n) for n in names}
         return ok({"metadata": {"partitions": len(names)}, "partitions": parts})
 
     async def last_message_id(req: web.Request) -> web.Response:
@@ -112,7 +130,8 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         return no_content()
 
     async def offload_status(req: web.Request) -> web.Response:
-        return ok(admin.broker.offload.status((await admin.load(_topic(req))).ledger))
+        viewed = await admin.view(_topic(req))
+        return ok(admin.broker.offload.status(viewed.ledger if viewed is not None else None))
 
     async def compact(req: web.Request) -> web.Response:
         for name in await admin.targets(_topic(req)):
@@ -120,7 +139,8 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         return no_content()
 
     async def compaction_status(req: web.Request) -> web.Response:
-        return ok(status_json(_compacted(await admin.load(_topic(req))).record))
+        viewed = await admin.view(_topic(req))
+        return ok(status_json(_compacted(viewed).record if viewed is not None else CompactionRecord()))
 
     return [
         Route("GET", BASE, list_topics, "List the namespace's topics", "topics", result=s.STRING_LIST),

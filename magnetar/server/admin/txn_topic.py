@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin import BrokerAdmin, parse_topic
-from magnetar.broker.errors import ServiceNotReady, SubscriptionNotFound
+from magnetar.broker.errors import NotFound, ServiceNotReady, SubscriptionNotFound
 from magnetar.broker.names import TopicName
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnId
@@ -45,16 +45,24 @@ def _transactions(topic: PersistentTopic) -> TopicTransactions:
     return topic.txn
 
 
+async def _viewed(admin: BrokerAdmin, req: web.Request) -> PersistentTopic:
+    """The topic a stats GET reads, without creating it: 404 for a declared partition never written to."""
+    topic = await admin.view(_topic(req))
+    if topic is None:
+        raise NotFound("Topic not found: the partition was never written to")
+    return topic
+
+
 def txn_topic_routes(admin: BrokerAdmin) -> list[Route]:
     async def subscription(req: web.Request) -> tuple[TopicTransactions, str]:
-        topic = await admin.load(_topic(req))
+        topic = await _viewed(admin, req)
         name = match(req, "subName")
         if name not in topic.subscriptions:
             raise SubscriptionNotFound(f"Subscription {name} not found")
         return _transactions(topic), name
 
     async def tb_stats(req: web.Request) -> web.Response:
-        topic = await admin.load(_topic(req))
+        topic = await _viewed(admin, req)
         txn = _transactions(topic)
         return ok(buffer_stats(txn.buffer, topic.ledger.last_confirmed, segment_stats=flag(req, "segmentStats")))
 
@@ -63,7 +71,7 @@ def txn_topic_routes(admin: BrokerAdmin) -> list[Route]:
         return ok(pending_ack_stats(txn.stores.get(name)))
 
     async def in_buffer(req: web.Request) -> web.Response:
-        topic = await admin.load(_topic(req))
+        topic = await _viewed(admin, req)
         return ok(txn_in_buffer_stats(_transactions(topic).buffer, _txn(req)))
 
     async def in_pending_ack(req: web.Request) -> web.Response:
