@@ -120,7 +120,7 @@ def _peer_cells(t: Target, peers: PeerResults, measured: float | None) -> str:
         value = peers.value(peer, figure)
         if value is None:
             continue
-        shown.append(f"{peer} {fmt(value)}")
+        shown.append(f"{peer}{' (p50)' if 'p50' in figure else ''} {fmt(value)}")
         ratios.append(f"{measured / value:.2g}x" if measured is not None and value else "-")
     if not shown:
         return f"{peers.note or 'not run'} | -"
