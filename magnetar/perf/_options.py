@@ -60,6 +60,7 @@ class PerfOptions:
     sample_every: int
     processes: int = 1  # client processes, each with its own client; results merged
     process_index: int = 0  # which of them this is (a child's options only)
+    broker_pid: int = 0  # a broker on this machine whose CPU (/proc) is reported per message; 0: none
 
     def __post_init__(self) -> None:
         checks = [
@@ -143,6 +144,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--processes", type=_positive_int, default=1,
                    help="client processes, each its own client with a share of the messages, rate and topics; "
                         "totals and latency percentiles are merged")
+    p.add_argument("--broker-pid", type=_positive_int, default=0,
+                   help="PID of the broker (on this machine): report its CPU per message from /proc")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no per-second line on stderr")
 
@@ -233,4 +236,5 @@ def options_from(args: argparse.Namespace) -> PerfOptions:
         warmup_messages=values.get("warmup_messages", 0),
         sample_every=values.get("sample_every", 1),
         processes=values.get("processes", 1),
+        broker_pid=values.get("broker_pid", 0),
     )

@@ -41,6 +41,7 @@ def child_options(options: PerfOptions, index: int) -> PerfOptions:
     return dataclasses.replace(
         options, process_index=index, messages=share(options.messages, options.processes, index),
         rate_per_s=options.rate_per_s / options.processes, duration_s=0.0, json=False, progress=False,
+        broker_pid=0,
     )
 
 
@@ -56,14 +57,14 @@ def measure_processes(options: PerfOptions, flows: Flows, out: TextIO, err: Text
     try:
         parent.await_ready()
         go.set()
-        elapsed_s, intervals = clock(options, flows, parent.wait, parent.alive, err)
+        clocked = clock(options, flows, parent.wait, parent.alive, err)
     finally:
         stop.set()
         for child in children:
             child.join(JOIN_TIMEOUT_S)
             if child.is_alive():
                 child.kill()
-    return finish(options, flows, elapsed_s, intervals, "; ".join(parent.problems), out, err)
+    return finish(options, flows, clocked, "; ".join(parent.problems), out, err)
 
 
 class _Parent:

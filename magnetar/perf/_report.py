@@ -56,12 +56,21 @@ _ROWS: tuple[tuple[str, Callable[[Interval], str]], ...] = (
 )
 
 
-def summary_table(options: PerfOptions, elapsed_s: float, totals: Sequence[Interval]) -> str:
+def server_cpu_us_per_msg(server_cpu_s: float, interval: Interval) -> float | None:
+    return round(server_cpu_s / interval.messages * 1e6, 3) if interval.messages else None
+
+
+def summary_table(options: PerfOptions, elapsed_s: float, totals: Sequence[Interval],
+                  server_cpu_s: float | None = None) -> str:
     """The final table: one column per flow (publish, consume), one row per figure."""
     width = 16
     lines = [describe(options), f"elapsed {elapsed_s:.2f} s", ""]
     lines.append(f"{'':<18}" + "".join(f"{t.name:>{width}}" for t in totals))
-    for label, cell in _ROWS:
+    rows = list(_ROWS)
+    if server_cpu_s is not None:
+        cpu = server_cpu_s
+        rows.append(("server CPU µs/msg", lambda i: f"{server_cpu_us_per_msg(cpu, i) or 0:.2f}"))
+    for label, cell in rows:
         lines.append(f"{label:<18}" + "".join(f"{cell(t):>{width}}" for t in totals))
     if any(t.name == "consume" for t in totals):
         lines.append("(consume latency is end to end: payload stamp, else publish time, to receive)")
@@ -69,9 +78,9 @@ def summary_table(options: PerfOptions, elapsed_s: float, totals: Sequence[Inter
 
 
 def summary_json(options: PerfOptions, elapsed_s: float, totals: Sequence[Interval],
-                 intervals: Sequence[Sequence[Interval]]) -> str:
-    """The machine form: options, totals per flow and every per-second interval."""
-    document = {
+                 intervals: Sequence[Sequence[Interval]], server_cpu_s: float | None = None) -> str:
+    """The machine form: options, totals per flow, the broker's CPU when measured, every per-second interval."""
+    document: dict[str, object] = {
         "schema": JSON_SCHEMA_VERSION,
         "verb": options.verb,
         "client": options.client,
@@ -80,4 +89,7 @@ def summary_json(options: PerfOptions, elapsed_s: float, totals: Sequence[Interv
         "totals": {t.name: t.as_dict() for t in totals},
         "intervals": [{i.name: i.as_dict() for i in tick} for tick in intervals],
     }
+    if server_cpu_s is not None:
+        document["server"] = {"pid": options.broker_pid, "cpu_s": round(server_cpu_s, 3),
+                              "cpu_us_per_msg": {t.name: server_cpu_us_per_msg(server_cpu_s, t) for t in totals}}
     return json.dumps(document, indent=2)

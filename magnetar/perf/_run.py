@@ -7,6 +7,7 @@ totals for the summary. Partitioned topics are created through the admin HTTP AP
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -15,6 +16,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from magnetar.perf._flows import Driver, Flows
@@ -87,18 +90,37 @@ def _measure(options: PerfOptions, flows: Flows, out: TextIO, err: TextIO) -> in
     if not flows.started.wait(START_TIMEOUT_S) or failure:
         flows.stop.set()
         raise PerfError(f"could not start: {failure[0] if failure else 'timed out'}")
-    elapsed_s, intervals = clock(options, flows, thread.join, thread.is_alive, err)
+    clocked = clock(options, flows, thread.join, thread.is_alive, err)
     problem = f"{type(failure[0]).__name__}: {failure[0]}" if failure else ""
-    return finish(options, flows, elapsed_s, intervals, problem, out, err)
+    return finish(options, flows, clocked, problem, out, err)
+
+
+@dataclass(frozen=True, slots=True)
+class Clocked:
+    """What the clock saw: the measured time, the per-second intervals, the broker's CPU over that time."""
+
+    elapsed_s: float
+    intervals: list[list[Interval]]
+    server_cpu_s: float | None
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a process on this machine (``/proc/<pid>/stat``); None when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime: fields 14 and 15
 
 
 def clock(options: PerfOptions, flows: Flows, wait: Callable[[float], object], alive: Callable[[], bool],
-          err: TextIO) -> tuple[float, list[list[Interval]]]:
+          err: TextIO) -> Clocked:
     """Tick the recorders once a second until the work ends (``alive`` false); stop it when the duration is up.
 
     ``wait(seconds)`` blocks until the next tick is due or the work ended (a thread join, a queue drain)."""
     recorders = measured_recorders(options, flows)
     intervals: list[list[Interval]] = []
+    cpu_before_s = process_cpu_s(options.broker_pid) if options.broker_pid else None
     start_s = last_s = time.perf_counter()
     try:
         while alive():  # bounded: the work ends on its count, or on stop (duration / Ctrl-C)
@@ -117,12 +139,15 @@ def clock(options: PerfOptions, flows: Flows, wait: Callable[[float], object], a
     except KeyboardInterrupt:  # a second signal, or one outside the main thread's handler
         flows.stop.set()
         wait(START_TIMEOUT_S)
-    return time.perf_counter() - start_s, intervals
+    elapsed_s = time.perf_counter() - start_s
+    cpu_after_s = process_cpu_s(options.broker_pid) if cpu_before_s is not None else None
+    used_s = cpu_after_s - cpu_before_s if cpu_after_s is not None and cpu_before_s is not None else None
+    return Clocked(elapsed_s, intervals, used_s)
 
 
-def finish(options: PerfOptions, flows: Flows, elapsed_s: float, intervals: list[list[Interval]], problem: str,
-           out: TextIO, err: TextIO) -> int:
+def finish(options: PerfOptions, flows: Flows, clocked: Clocked, problem: str, out: TextIO, err: TextIO) -> int:
     """Fold the last counts in, print the closing line and the summary; 1 when ``problem`` says the run failed."""
+    elapsed_s, cpu_s = clocked.elapsed_s, clocked.server_cpu_s
     recorders = measured_recorders(options, flows)
     for r in recorders:
         r.tick(0.0)
@@ -131,8 +156,8 @@ def finish(options: PerfOptions, flows: Flows, elapsed_s: float, intervals: list
         print(progress_line(elapsed_s, totals, label="total"), file=err, flush=True)
     if problem:
         print(f"magnetar perf: {problem}", file=err)
-    text = summary_json(options, elapsed_s, totals, intervals) if options.json else \
-        summary_table(options, elapsed_s, totals)
+    text = summary_json(options, elapsed_s, totals, clocked.intervals, cpu_s) if options.json else \
+        summary_table(options, elapsed_s, totals, cpu_s)
     print(text, file=out, flush=True)
     return 1 if problem else 0
 

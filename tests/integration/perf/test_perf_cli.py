@@ -111,8 +111,12 @@ def test_ctrl_c_on_an_unlimited_run_stops_cleanly(broker: BrokerProcess) -> None
 
 
 def test_several_processes_merge_their_counts_and_latencies(broker: BrokerProcess) -> None:
-    produced = perf_json(broker, "produce", "perf-procs", "--processes", "2", "-m", "301", "--no-batching")
+    assert broker.proc is not None
+    produced = perf_json(broker, "produce", "perf-procs", "--processes", "2", "-m", "301", "--no-batching",
+                         "--broker-pid", str(broker.proc.pid))
     publish = produced["totals"]["publish"]
+    server = produced["server"]  # the broker's CPU over the run, read from /proc (ticks: may round to 0)
+    assert server["pid"] == broker.proc.pid and server["cpu_s"] >= 0 and set(server["cpu_us_per_msg"]) == {"publish"}
     assert publish["messages"] == 301 and publish["errors"] == 0  # 151 + 150 from two clients
     assert publish["latency_ms"]["count"] == 301  # every send timed, histograms merged
     assert produced["options"]["processes"] == 2

@@ -283,3 +283,20 @@ def test_recorder_adds_what_another_took() -> None:
     interval = parent.tick(1.0)
     assert (interval.messages, interval.bytes, interval.errors) == (3, 300, 1)
     assert interval.latency.count == 3 and interval.latency.max_ms == 5.0
+
+
+def test_broker_cpu_per_message_in_both_summaries() -> None:
+    import os
+
+    from magnetar.perf._run import process_cpu_s
+
+    own = process_cpu_s(os.getpid())
+    assert own is not None and own > 0 and process_cpu_s(2**22 + 1) is None  # past pid_max: unreadable
+    recorders = _intervals()
+    ticks = [[r.tick(1.0) for r in recorders]]
+    options = parse("e2e", "t", "-m", "3", "--json", "--broker-pid", "42")
+    document = json.loads(summary_json(options, 1.5, [r.overall(1.5) for r in recorders], ticks, 0.000006))
+    assert document["server"] == {"pid": 42, "cpu_s": 0.0, "cpu_us_per_msg": {"publish": 2.0, "consume": 2.0}}
+    assert "server" not in json.loads(summary_json(options, 1.5, [r.overall(1.5) for r in recorders], ticks))
+    text = summary_table(options, 1.5, [r.overall(1.5) for r in recorders], 0.000006)
+    assert [line.split()[-2:] for line in text.splitlines() if line.startswith("server CPU")] == [["2.00", "2.00"]]
