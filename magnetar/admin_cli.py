@@ -298,6 +298,8 @@ def _offload_status(a: argparse.Namespace) -> list[Call]:
             break
         time.sleep(OFFLOAD_POLL_S)  # the broker offers no push: pulsar-admin polls too
     state = status.get("status")
+    if status.get("offloadReadError"):
+        print(f"Reads from the offload store are failing: {status['offloadReadError']}")
     if state == "SUCCESS":
         first = status.get("firstUnoffloadedMessage", {})
         print(f"Offload was a success\nFirst unoffloaded message: {first.get('ledgerId')}:{first.get('entryId')}")

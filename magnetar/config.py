@@ -163,6 +163,8 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "dispatcherMaxReadSizeBytes": ("broker", "dispatcher_max_read_size_bytes", _int, 1),
     "maxPendingPublishRequestsPerConnection": ("broker", "max_pending_publish_requests_per_connection", _int, 1),
     "maxUnackedMessagesPerConsumer": ("broker", "max_unacked_messages_per_consumer", _int, 1),
+    "dispatcherReadFailureBackoffInitialTimeInMs": ("broker", "dispatcher_read_failure_backoff_initial_ms", _int, 1),
+    "dispatcherReadFailureBackoffMaxTimeInMs": ("broker", "dispatcher_read_failure_backoff_max_ms", _int, 1),
     "autoSkipNonRecoverableData": ("broker", "auto_skip_non_recoverable_data", _bool, 1),
     "defaultRetentionTimeInMinutes": ("broker", "default_retention_time_minutes", _int, 1),
     "defaultRetentionSizeInMB": ("broker", "default_retention_size_mb", _int, 1),

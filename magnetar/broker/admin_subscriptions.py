@@ -14,12 +14,19 @@ from typing import Any
 from magnetar import protocol as proto
 from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import Conflict, InvalidRequest, MethodNotAllowed, NotFound, PreconditionFailed
+from magnetar.broker.errors import (
+    Conflict,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    PersistenceError,
+    PreconditionFailed,
+)
 from magnetar.broker.names import TopicName, valid_subscription_name
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
-from magnetar.ledger.api import InitialPosition, ManagedLedger, ManagedLedgerError, Position
+from magnetar.ledger.api import Entry, InitialPosition, InvalidPosition, ManagedLedger, ManagedLedgerError, Position
 
 log = logging.getLogger("magnetar.broker.admin")
 
@@ -201,9 +208,20 @@ class SubscriptionAdmin:
         positions = _unacked(loaded.ledger, sub, nth)
         if len(positions) < nth:
             raise NotFound("Message not found")
-        entry = await loaded.ledger.read_entry(positions[-1])
+        entry = await read_for_admin(loaded.ledger, positions[-1])
         return PeekedMessage(entry.position, proto.parse_entry_metadata(entry.data),
                              bytes(proto.entry_payload(entry.data)))
+
+
+async def read_for_admin(ledger: ManagedLedger, position: Position) -> Entry:
+    """One entry for an admin read: 404 when there is no such entry, 500 with the reason when the read
+    fails (the offload store down, a damaged entry), as Pulsar answers."""
+    try:
+        return await ledger.read_entry(position)
+    except InvalidPosition as exc:
+        raise NotFound(f"Message not found: {exc}") from exc
+    except ManagedLedgerError as exc:
+        raise PersistenceError(f"Failed to read message {position}: {exc}") from exc
 
 
 def _check_not_reserved(name: str) -> None:

@@ -52,6 +52,8 @@ class BrokerConfig:
     max_pending_publish_requests_per_connection: int = 1000
     max_consumer_permits: int = 1_000_000  # FLOW beyond this is clamped
     max_unacked_messages_per_consumer: int = 50_000  # Shared/Key_Shared; 0 = no limit
+    dispatcher_read_failure_backoff_initial_ms: int = 15_000  # wait after a failed read, doubling ...
+    dispatcher_read_failure_backoff_max_ms: int = 60_000  # ... up to this
     auto_skip_non_recoverable_data: bool = False  # skip (ack) entries that fail their checksum
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
     # retention and TTL (broker/retention.py); a namespace's policies override these

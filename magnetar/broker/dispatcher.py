@@ -7,6 +7,11 @@ entry goes to the active consumer, and a redelivery or a change of active consum
 to the first unacked entry. The Shared and Key_Shared policies live in ``dispatcher_shared``.
 
 Markers are never delivered: they are acknowledged here so they never hold back the backlog.
+
+A failed read (the offload store down, a damaged entry) is never skipped and never replaced by other data:
+the cursor stays where it was and the loop tries again after a wait that doubles from
+``dispatcherReadFailureBackoffInitialTimeInMs`` up to ``dispatcherReadFailureBackoffMaxTimeInMs`` (Pulsar's
+read-failure backoff); wake-ups in between do not read. A good round resets the wait.
 """
 
 from __future__ import annotations
@@ -22,14 +27,28 @@ from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, Delivery, SubType
 from magnetar.broker.key_shared import key_hash, sticky_key
 from magnetar.clock import Clock
-from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, Position
+from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, OffloadReadError, Position
 from magnetar.ledger.bitset import all_set, int_to_words, words_to_int
 
 log = logging.getLogger("magnetar.broker.dispatcher")
 
 REDELIVERY_TRACKED_MAX = 100_000  # positions whose redelivery count is remembered
 ROUNDS_PER_WAKEUP_MAX = 64  # read rounds before the loop yields to a fresh wake-up
-RETRY_DELAY_S = 1.0  # after a failed read
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBackoff:
+    """Pulsar's ``dispatcherReadFailureBackoff*``: the wait after the n-th failed read in a row."""
+
+    initial_ms: int = 15_000
+    max_ms: int = 60_000
+
+    def delay_ms(self, failures_in_row: int) -> int:
+        doublings = min(max(failures_in_row - 1, 0), 30)
+        return max(0, min(self.max_ms, self.initial_ms * (1 << doublings)))
+
+
+DEFAULT_READ_BACKOFF = ReadBackoff()
 
 
 GATE_DELIVER, GATE_DROP, GATE_HOLD = 0, 1, 2  # EntryGate verdicts: deliver / ack unseen / skip for now
@@ -76,8 +95,13 @@ class Dispatcher:
         read_bytes_max: int = 5 * 1024 * 1024,
         auto_skip_corrupted: bool = False,
         gate: EntryGate | None = None,
+        read_backoff: ReadBackoff = DEFAULT_READ_BACKOFF,
     ) -> None:
         self.sub_type = sub_type
+        self._read_backoff = read_backoff
+        self._failures_in_row = 0
+        self._backing_off = False  # after a failed read, until its retry is due
+        self.read_failures = 0  # failed reads since this dispatcher started
         self._gate = gate
         self._auto_skip_corrupted = auto_skip_corrupted
         self._ledger = ledger
@@ -166,19 +190,25 @@ class Dispatcher:
         while not self._closed:
             await self._wakeup.wait()
             self._wakeup.clear()
+            if self._backing_off:
+                continue  # backing off after a failed read: the scheduled wake-up reads again
             try:
                 for _ in range(ROUNDS_PER_WAKEUP_MAX):
                     if not await self._dispatch_round():
                         break
                 else:
                     self.wake()  # more to do: go round again after others had a turn
+                self._failures_in_row = 0
             except asyncio.CancelledError:
                 raise
             except EntryCorruptedError as exc:
                 self._corrupted(exc)
+            except OffloadReadError as exc:  # the store's reason is the news; no stack trace
+                delay_ms = self._retry_later()
+                log.warning("cursor %s: read failed, retrying in %d ms: %s", self._cursor.name, delay_ms, exc)
             except Exception:
-                log.exception("dispatch failed on cursor %s; retrying", self._cursor.name)
-                self._retry_later()
+                delay_ms = self._retry_later()
+                log.exception("dispatch failed on cursor %s; retrying in %d ms", self._cursor.name, delay_ms)
 
     def _corrupted(self, exc: EntryCorruptedError) -> None:
         """A stored entry failed its checksum: never deliver it; skip it only if configured to."""
@@ -196,8 +226,18 @@ class Dispatcher:
         )
         self._retry_later()
 
-    def _retry_later(self) -> None:
-        asyncio.get_running_loop().call_later(RETRY_DELAY_S, self.wake)
+    def _retry_later(self) -> int:
+        """Count a failed read and wake the loop after the backoff; returns the wait in ms."""
+        self.read_failures += 1
+        self._failures_in_row += 1
+        delay_ms = self._read_backoff.delay_ms(self._failures_in_row)
+        self._backing_off = True
+        asyncio.get_running_loop().call_later(delay_ms / 1000, self._retry_due)
+        return delay_ms
+
+    def _retry_due(self) -> None:
+        self._backing_off = False
+        self.wake()
 
     async def _dispatch_round(self) -> bool:
         """One read and hand-out; False when there is nothing more to do now."""
@@ -305,6 +345,7 @@ def new_dispatcher(
     read_bytes_max: int,
     auto_skip_corrupted: bool = False,
     gate: EntryGate | None = None,
+    read_backoff: ReadBackoff = DEFAULT_READ_BACKOFF,
 ) -> Dispatcher:
     from magnetar.broker.dispatcher_shared import KeySharedDispatcher, SharedDispatcher
 
@@ -313,6 +354,7 @@ def new_dispatcher(
         "read_bytes_max": read_bytes_max,
         "auto_skip_corrupted": auto_skip_corrupted,
         "gate": gate,
+        "read_backoff": read_backoff,
     }
     if sub_type == SubType.SHARED:
         return SharedDispatcher(sub_type, ledger, cursor, clock, **limits)

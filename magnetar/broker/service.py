@@ -22,6 +22,7 @@ from magnetar.broker.compaction.txn import BufferFilter
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connections import ConnectionCounts
 from magnetar.broker.deletion.service import LedgerDeletionService
+from magnetar.broker.dispatcher import ReadBackoff
 from magnetar.broker.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound, TopicQuotaExceeded
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.nonpersistent import NonPersistentTopics
@@ -371,6 +372,8 @@ class BrokerService:
             read_batch_max=self.config.dispatcher_max_read_batch_size,
             read_bytes_max=self.config.dispatcher_max_read_size_bytes,
             auto_skip_corrupted=self.config.auto_skip_non_recoverable_data,
+            read_backoff=ReadBackoff(self.config.dispatcher_read_failure_backoff_initial_ms,
+                                     self.config.dispatcher_read_failure_backoff_max_ms),
             transactions=functools.partial(
                 TopicTransactions,
                 ledgers=self.ledgers,

@@ -24,7 +24,7 @@ from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.txn_stats import topic_counts
 from magnetar.clock import Clock
-from magnetar.ledger.api import LedgerSummary, Position
+from magnetar.ledger.api import LedgerSummary, ManagedLedger, OffloadReadHealth, Position
 
 RATE_WINDOW_MS = 10_000  # a rate covers the last 10 s, whoever asks and however often
 RATE_SAMPLE_MS = 1_000  # one remembered sample per key per second, at most
@@ -164,15 +164,23 @@ def subscription_stats(sub: Subscription, rates: RateTracker, topic: str) -> dic
     }
 
 
-def offload_stats(ledgers: list[LedgerSummary]) -> dict[str, int]:
-    """TopicStats' offload fields from the ledger list (failures show in the offload status instead)."""
-    done = [x for x in ledgers if x.offload is not None and x.offload.complete]
+def offload_stats(ledger: ManagedLedger) -> dict[str, Any]:
+    """TopicStats' offload fields from the ledger list (offload failures show in the offload status), and
+    magnetar's: reads that failed in the offload store, and the last one's reason while they fail."""
+    done = [x for x in ledger.ledgers() if x.offload is not None and x.offload.complete]
+    reads = ledger.offload_reads
     return {
         "offloadedStorageSize": sum(x.size_bytes for x in done),
         "lastOffloadLedgerId": max((x.ledger_id for x in done), default=0),
         "lastOffloadSuccessTimeStamp": max((x.offload.timestamp_ms for x in done if x.offload), default=0),
         "lastOffloadFailureTimeStamp": 0,
+        **offload_read_json(reads),
     }
+
+
+def offload_read_json(reads: OffloadReadHealth) -> dict[str, Any]:
+    return {"offloadReadErrors": reads.errors, "offloadReadError": reads.last_error if reads.failing else "",
+            "lastOffloadReadErrorTimeStamp": reads.last_error_ms}
 
 
 def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") -> dict[str, Any]:
@@ -197,7 +205,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "backlogSize": max((s["backlogSize"] for n, s in subs.items() if topic.subscriptions[n].durable), default=0),
         "publishRateLimitedTimes": 0,
         "earliestMsgPublishTimeInBacklogs": 0,
-        **offload_stats(topic.ledger.ledgers()),
+        **offload_stats(topic.ledger),
         **topic_counts(topic.txn),
         "publishers": [publisher_stats(p, rates, name) for p in topic.producers.values()],
         "waitingPublishers": len(topic.access.waiting),
@@ -300,7 +308,7 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
         "pendingAddEntriesCount": 0,
         "lastConfirmedEntry": _pos(ledger.last_confirmed),
         "state": "LedgerOpened" if opened else "Closed",
-        "ledgers": [ledger_json(s) for s in summaries],
+        "ledgers": [ledger_json(s, ledger.offload_reads) for s in summaries],
         "cursors": cursors,
         "schemaLedgers": [],
         "compactedLedger": compacted_ledger_json(topic.compacted),
@@ -319,9 +327,10 @@ def unwritten_internal_stats() -> dict[str, Any]:
     }
 
 
-def ledger_json(summary: LedgerSummary) -> dict[str, Any]:
+def ledger_json(summary: LedgerSummary, reads: OffloadReadHealth | None = None) -> dict[str, Any]:
     """PersistentTopicInternalStats.LedgerInfo; an offloaded ledger also carries its OffloadContext in the
-    shape of Pulsar's managed-ledger info (uid halves, complete, bookkeeperDeleted, driver metadata)."""
+    shape of Pulsar's managed-ledger info (uid halves, complete, bookkeeperDeleted, driver metadata), and
+    ``offloadReadError`` while reads of it fail in the offload store."""
     item: dict[str, Any] = {"ledgerId": summary.ledger_id, "entries": summary.entries, "size": summary.size_bytes,
                             "offloaded": summary.offloaded, "metadata": None, "underReplicated": False}
     offload = summary.offload
@@ -336,6 +345,8 @@ def ledger_json(summary: LedgerSummary) -> dict[str, Any]:
             "driverMetadata": {"name": context.driver,
                                "properties": [{"key": k, "value": v} for k, v in properties.items()]},
         }
+    if reads is not None and reads.failing_ledger == summary.ledger_id:
+        item["offloadReadError"] = reads.last_error
     return item
 
 

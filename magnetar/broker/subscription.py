@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dispatcher import Dispatcher, EntryGate, new_dispatcher
+from magnetar.broker.dispatcher import DEFAULT_READ_BACKOFF, Dispatcher, EntryGate, ReadBackoff, new_dispatcher
 from magnetar.broker.errors import ConsumerBusy
 from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedger, Position
@@ -36,8 +36,10 @@ class Subscription:
         read_bytes_max: int,
         auto_skip_corrupted: bool = False,
         gate: EntryGate | None = None,
+        read_backoff: ReadBackoff = DEFAULT_READ_BACKOFF,
     ) -> None:
         self.name = name
+        self._read_backoff = read_backoff
         self.gate = gate  # transaction isolation for this subscription's dispatchers
         self._auto_skip_corrupted = auto_skip_corrupted
         self.ledger = ledger
@@ -95,6 +97,7 @@ class Subscription:
                 read_bytes_max=self._read_bytes_max,
                 auto_skip_corrupted=self._auto_skip_corrupted,
                 gate=self.gate,
+                read_backoff=self._read_backoff,
             )
             self.dispatcher.on_marker = lambda *marker: self.on_marker(*marker) if self.on_marker else None
         self.sub_type = consumer.sub_type

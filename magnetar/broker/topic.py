@@ -18,6 +18,7 @@ from magnetar.broker.buckets import entry_size_buckets, write_latency_buckets
 from magnetar.broker.compaction import CompactedTopic
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dedup import Deduplication, dedup_key, is_partial_chunk, last_sequence_id_of
+from magnetar.broker.dispatcher import DEFAULT_READ_BACKOFF, ReadBackoff
 from magnetar.broker.errors import (
     BrokerError,
     ConsumerBusy,
@@ -62,6 +63,7 @@ class PersistentTopic:
         read_batch_max: int,
         read_bytes_max: int,
         auto_skip_corrupted: bool = False,
+        read_backoff: ReadBackoff = DEFAULT_READ_BACKOFF,
         transactions: Callable[[PersistentTopic], TopicTransactions] | None = None,
     ) -> None:
         self.name = name
@@ -71,6 +73,7 @@ class PersistentTopic:
         self._read_batch_max = read_batch_max
         self._read_bytes_max = read_bytes_max
         self._auto_skip_corrupted = auto_skip_corrupted
+        self._read_backoff = read_backoff
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         # a reader's seek closes its consumer, which drops the non-durable subscription; the client's
@@ -117,6 +120,7 @@ class PersistentTopic:
             read_batch_max=self._read_batch_max,
             read_bytes_max=self._read_bytes_max,
             auto_skip_corrupted=self._auto_skip_corrupted,
+            read_backoff=self._read_backoff,
             gate=self.txn.gate(name) if self.txn is not None else None,
         )
         sub.hidden_entries = lambda cursor: self.markers_ahead(cursor)
@@ -422,7 +426,10 @@ class PersistentTopic:
             last = await last_visible(self.ledger, last)
         if last.entry_id < 0:
             return last, -1
-        entry = await self.ledger.read_entry(last)
+        try:
+            entry = await self.ledger.read_entry(last)
+        except ManagedLedgerError as exc:  # Pulsar's answer when this read fails (the offload store is down)
+            raise MetadataError(f"Failed to get batch size for entry {last}: {exc}") from exc
         meta = proto.parse_entry_metadata(entry.data)
         if meta.HasField("num_messages_in_batch"):
             return last, max(meta.num_messages_in_batch, 1) - 1

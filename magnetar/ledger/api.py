@@ -15,7 +15,8 @@ Errors::
     ├── ManagedLedgerClosed   operation on a closed ledger or cursor
     ├── CursorNotFound        no cursor with that name
     ├── InvalidPosition       a position that can never exist in this ledger (bad input from a client)
-    └── EntryCorruptedError   a stored entry failed its checksum (carries the position); never served as data
+    ├── EntryCorruptedError   a stored entry failed its checksum (carries the position); never served as data
+    └── OffloadReadError      the offload store failed a read of an offloaded ledger (retryable; carries it)
 """
 
 from __future__ import annotations
@@ -56,6 +57,39 @@ class EntryCorruptedError(ManagedLedgerError):
     def __init__(self, message: str, position: Position) -> None:
         super().__init__(message)
         self.position = position
+
+
+class OffloadReadError(ManagedLedgerError):
+    """A read of an offloaded ledger failed in the offload store (down, object gone): nothing was served;
+    the same read may succeed once the store heals."""
+
+    def __init__(self, message: str, ledger_id: int, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.ledger_id = ledger_id
+        self.retryable = retryable
+
+
+@dataclass(slots=True)
+class OffloadReadHealth:
+    """How reads of this managed ledger's offloaded copies fare: a cumulative error count, and the last
+    error while it lasts (cleared by the next good read of that ledger from the store)."""
+
+    errors: int = 0
+    failing_ledger: int = -1  # -1: the last read from the store succeeded
+    last_error: str = ""
+    last_error_ms: int = 0
+
+    def failed(self, ledger_id: int, error: str, now_ms: int) -> None:
+        self.errors += 1
+        self.failing_ledger, self.last_error, self.last_error_ms = ledger_id, error, now_ms
+
+    def succeeded(self, ledger_id: int) -> None:
+        if self.failing_ledger == ledger_id:
+            self.failing_ledger = -1
+
+    @property
+    def failing(self) -> bool:
+        return self.failing_ledger >= 0
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -312,6 +346,11 @@ class ManagedLedger(Protocol):
     @property
     def offload_enabled(self) -> bool:
         """True when an offload store is configured (tiered storage)."""
+        ...
+
+    @property
+    def offload_reads(self) -> OffloadReadHealth:
+        """Errors of reads from the offload store (tiered storage), for stats and metrics."""
         ...
 
     async def offload_ledger(self, ledger_id: int) -> LedgerSummary:

@@ -40,6 +40,7 @@ from magnetar.ledger.api import (
     ManagedLedgerConfig,
     ManagedLedgerError,
     ManagedLedgerFenced,
+    OffloadReadHealth,
     Position,
     RetentionPolicy,
     TrimResult,
@@ -101,6 +102,7 @@ class ManagedLedgerImpl:
         self._name = name
         self.offload_store = offload_store  # tiered storage (ledger/offload.py); None: offload is off
         self.offload_lock = asyncio.Lock()  # one offload or release of this ledger's ledgers at a time
+        self.offload_reads = OffloadReadHealth()  # errors of reads from the offload store
         self._key = ledger_key(name)
         self._store = store
         self._metadata = metadata

@@ -24,10 +24,10 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.ledger.api import LedgerOffload, LedgerSummary, ManagedLedgerError
+from magnetar.ledger.api import LedgerOffload, LedgerSummary, ManagedLedgerError, OffloadReadError
 from magnetar.ledger.deletion import LedgerType, PendingDeleteLedger, context_of
-from magnetar.storage.api import LedgerNotFound, LedgerStore, StorageError
-from magnetar.storage.offload.api import OffloadStore
+from magnetar.storage.api import EntryCorrupted, LedgerNotFound, LedgerStore, StorageError
+from magnetar.storage.offload.api import OffloadError, OffloadStore
 
 if TYPE_CHECKING:
     from magnetar.ledger.managed import ManagedLedgerImpl
@@ -173,4 +173,16 @@ async def read_stored(
             return await local.read(ledger_id, first_entry, last_entry)
         except LedgerNotFound:
             pass  # deleted by a release whose record write was not seen: the offloaded copy is complete
-    return await store.read(offload.context, first_entry, last_entry)
+    try:
+        entries = await store.read(offload.context, first_entry, last_entry)
+    except (OffloadError, EntryCorrupted) as exc:  # the store failed: counted, shown in stats, never data
+        c = offload.context
+        ml.offload_reads.failed(ledger_id, f"ledger {ledger_id} ({c.driver} {c.bucket!r} {c.uuid}): {exc}",
+                                ml.clock.now_ms())
+        if isinstance(exc, EntryCorrupted):
+            raise  # the managed ledger's corrupted-entry rules apply
+        raise OffloadReadError(f"{ml.name}: reading offloaded ledger {ledger_id} entries {first_entry}.."
+                               f"{last_entry} from {c.driver} {c.bucket!r} failed: {exc}", ledger_id,
+                               retryable=exc.retryable) from exc
+    ml.offload_reads.succeeded(ledger_id)
+    return entries

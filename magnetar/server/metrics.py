@@ -56,6 +56,7 @@ TOPIC_COUNTERS = {
     "pulsar_out_messages": "Messages delivered from the topic",
     "pulsar_out_bytes": "Bytes delivered from the topic",
     "magnetar_storage_corrupted_entries": "Stored entries of the topic found failing their checksum",
+    "brk_ledgeroffloader_read_offload_error": "Reads of the topic's offloaded ledgers the offload store failed",
 }
 SUB_GAUGES = {
     "pulsar_subscription_back_log": "Entries not yet acknowledged by the subscription",
@@ -152,6 +153,7 @@ class BrokerCollector(Collector):
         c["pulsar_out_messages"].add_metric(labels, out_msgs)
         c["pulsar_out_bytes"].add_metric(labels, out_bytes)
         c["magnetar_storage_corrupted_entries"].add_metric(labels, topic.ledger.corrupted_entries)
+        c["brk_ledgeroffloader_read_offload_error"].add_metric(labels, topic.ledger.offload_reads.errors)
         for p in list(topic.producers.values()):
             plabels = [*labels, p.name, str(p.producer_id)]
             pkey = f"{key}|p|{p.name}|{p.producer_id}"

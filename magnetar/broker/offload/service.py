@@ -26,6 +26,7 @@ from magnetar.broker.names import NamespaceName
 from magnetar.broker.offload import policy
 from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.retention import RetentionTopics, SleepS, namespace_policies
+from magnetar.broker.stats import offload_read_json
 from magnetar.clock import Clock
 from magnetar.ledger.api import LedgerSummary, ManagedLedger, ManagedLedgerError, Position
 from magnetar.metadata import api as md
@@ -68,7 +69,8 @@ class OffloadService:
         first = state.first_unoffloaded
         return {"status": state.status.value, "lastError": state.last_error,
                 "firstUnoffloadedMessage": {"ledgerId": first.ledger_id, "entryId": first.entry_id,
-                                            "partitionIndex": -1}}
+                                            "partitionIndex": -1},
+                **offload_read_json(ledger.offload_reads)}
 
     def trigger(self, ledger: ManagedLedger, until: Position) -> None:
         """Start offloading the sealed ledgers before ``until``'s ledger; Conflict while one is running."""

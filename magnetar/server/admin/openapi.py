@@ -63,7 +63,9 @@ OFFLOAD_STATUS: Schema = {
     "type": "object",
     "required": ["status", "lastError", "firstUnoffloadedMessage"],
     "properties": {"status": {"type": "string", "enum": ["NOT_RUN", "RUNNING", "SUCCESS", "ERROR"]},
-                   "lastError": {"type": "string"}, "firstUnoffloadedMessage": MESSAGE_ID},
+                   "lastError": {"type": "string"}, "firstUnoffloadedMessage": MESSAGE_ID,
+                   "offloadReadErrors": _INT, "offloadReadError": {"type": "string"},
+                   "lastOffloadReadErrorTimeStamp": _INT},
 }
 SUBSCRIPTION_STATS: Schema = {
     "type": "object",

@@ -11,12 +11,13 @@ from aiohttp import web
 
 from magnetar import protocol as proto
 from magnetar.broker.admin import POLICY_SETTERS, BrokerAdmin, parse_namespace, parse_topic
+from magnetar.broker.admin_subscriptions import read_for_admin
 from magnetar.broker.errors import InvalidRequest, NotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.policies.store import DESTINATION_STORAGE, QUOTA_TYPES
 from magnetar.broker.topic import PersistentTopic
-from magnetar.ledger.api import ManagedLedgerError, Position
+from magnetar.ledger.api import Position
 from magnetar.server.admin.routes import Route, int_value, json_body, match, no_content, ok
 from magnetar.server.admin.topics import peek_headers
 
@@ -175,10 +176,7 @@ def message_routes(admin: BrokerAdmin) -> list[Route]:
 
     async def reply(topic: TopicName, position: Position) -> web.Response:
         loaded = await written(topic)
-        try:
-            entry = await loaded.ledger.read_entry(position)
-        except ManagedLedgerError as exc:
-            raise NotFound(f"Message not found: {exc}") from exc
+        entry = await read_for_admin(loaded.ledger, position)
         meta = proto.parse_entry_metadata(entry.data)
         return web.Response(body=bytes(proto.entry_payload(entry.data)), headers=peek_headers(entry.position, meta),
                             content_type="application/octet-stream")

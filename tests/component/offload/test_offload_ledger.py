@@ -15,6 +15,7 @@ from magnetar.ledger.api import (
     LedgerOffload,
     ManagedLedgerConfig,
     ManagedLedgerError,
+    OffloadReadError,
     Position,
     RetentionPolicy,
 )
@@ -188,3 +189,24 @@ async def test_a_released_ledger_without_an_offload_store_is_a_clear_error(offlo
     ml.offload_store = None  # the operator removed managedLedgerOffloadDriver
     with pytest.raises(ManagedLedgerError, match="no offload store is configured"):
         await ml.read_range(first, 0, 0)
+
+
+async def test_read_failures_are_counted_and_cleared_by_a_good_read(offload_store: BlockOffloadStore) -> None:
+    parts = Parts(offload_store)
+    ml = await filled(parts)
+    first = ml.ledgers()[0]
+    await ml.offload_ledger(first.ledger_id)
+    await ml.release_local(first.ledger_id)
+    context = ml.ledgers()[0].offload.context  # type: ignore[union-attr]
+    saved = await offload_store.blobs.read(context.data_key, 0, 1 << 20)
+    await offload_store.blobs.delete([context.data_key])
+    with pytest.raises(OffloadReadError, match=f"offloaded ledger {first.ledger_id}") as caught:
+        await ml.read_range(first.ledger_id, 0, 2)
+    assert caught.value.ledger_id == first.ledger_id and not caught.value.retryable  # gone: not by retrying
+    reads = ml.offload_reads
+    assert (reads.errors, reads.failing_ledger) == (1, first.ledger_id) and "not found" in reads.last_error
+    writer = await offload_store.blobs.writer(context.data_key)  # restored
+    await writer.write(saved)
+    await writer.commit()
+    assert await ml.read_range(first.ledger_id, 0, 2) == EXPECTED[:3]
+    assert not reads.failing and reads.errors == 1

@@ -27,6 +27,8 @@ BASE_ARGS = (
     "--set", "retentionCheckIntervalInSeconds=1",
     "--set", "defaultRetentionTimeInMinutes=-1",
     "--set", "defaultRetentionSizeInMB=-1",
+    "--set", "dispatcherReadFailureBackoffInitialTimeInMs=100",
+    "--set", "dispatcherReadFailureBackoffMaxTimeInMs=1000",
 )
 
 

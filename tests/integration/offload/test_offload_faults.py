@@ -7,6 +7,7 @@ uuid never becomes the ledger's copy). The broker reaches moto through a TCP gat
 from __future__ import annotations
 
 import re
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,22 +117,94 @@ def test_endpoint_down_during_offload_then_back(broker: BrokerProcess, gate: Tcp
     assert not [k for k in moto.keys(BUCKET) if k.startswith(uuid_of(stale))]
 
 
+def offload_status(broker: BrokerProcess, local: str) -> dict[str, Any]:
+    status, body = call(broker.web_url, "GET", f"/admin/v2/persistent/public/default/{local}/offload")
+    assert status == 200, body
+    assert isinstance(body, dict)
+    return body
+
+
+def read_errors_metric(broker: BrokerProcess, local: str) -> float:
+    with urllib.request.urlopen(f"{broker.web_url}/metrics", timeout=15) as resp:
+        text = resp.read().decode()
+    labels = rf'\{{[^}}]*topic="persistent://public/default/{local}"[^}}]*\}}'
+    pattern = rf"^brk_ledgeroffloader_read_offload_error\S*{labels} (\S+)$"
+    found = re.findall(pattern, text, re.MULTILINE)
+    return float(found[0]) if found else 0.0
+
+
+def assert_admin_reads_fail(broker: BrokerProcess, local: str, ledger_id: int) -> None:
+    """Admin reads of an entry only in the failing store: HTTP 500 with the reason, never a body."""
+    base = f"/admin/v2/persistent/public/default/{local}"
+    for path in (f"{base}/subscription/reads/position/1", f"{base}/examinemessage?initialPosition=earliest",
+                 f"{base}/ledger/{ledger_id}/entry/0"):
+        status, body = call(broker.web_url, "GET", path)
+        assert status == 500 and "Failed to read message" in body["reason"], (path, status, body)
+
+
 def test_endpoint_down_during_reads_delivers_nothing_then_resumes(broker: BrokerProcess, gate: TcpGate) -> None:
     local = f"reads-{uuid.uuid4().hex[:6]}"
     topic = f"persistent://public/default/{local}"
-    offloaded_and_released(broker, local)
+    first = offloaded_and_released(broker, local)[0]["ledgerId"]
     client = make_client(broker.url)
     try:
         gate.close()
-        mark = len(broker.log_text())
         try:
             consumer = client.subscribe(topic, "reads", initial_position=pulsar.InitialPosition.Earliest)
             with pytest.raises(pulsar.Timeout):
                 consumer.receive(NOT_DELIVERED_MS)  # the first ledgers are only in the store: nothing, no junk
-            assert broker.wait_for(lambda log: "EndpointConnectionError" in log[mark:], WAIT_S)
+            assert broker.wait_until(lambda: "EndpointConnectionError" in offload_status(broker, local)
+                                     ["offloadReadError"], WAIT_S), offload_status(broker, local)
+            assert f"ledger {first}" in offload_status(broker, local)["offloadReadError"]
+            assert broker.wait_until(lambda: read_errors_metric(broker, local) >= 2, WAIT_S)  # retried, counted
+            stats = call(broker.web_url, "GET", f"/admin/v2/persistent/public/default/{local}/stats")[1]
+            assert stats["offloadReadErrors"] >= 2 and stats["offloadReadError"]
+            assert "EndpointConnectionError" in internal_stats(broker, local)["ledgers"][0]["offloadReadError"]
+            code, out = admin(broker, "topics", "offload-status", topic)
+            assert code == 0 and "Reads from the offload store are failing" in out, out
+            assert_admin_reads_fail(broker, local, first)
+            assert "read failed, retrying in" in broker.log_text()
         finally:
             gate.open()
-        assert [consumer.receive(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED  # the dispatcher retried
+        received = [consumer.receive(RECEIVE_MS) for _ in EXPECTED]
+        assert [m.data() for m in received] == EXPECTED  # the dispatcher retried by itself, in order
+        for m in received:
+            consumer.acknowledge(m)
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(NOT_DELIVERED_MS)  # and nothing twice
+        assert offload_status(broker, local)["offloadReadError"] == ""  # a good read cleared it
+        assert "offloadReadError" not in internal_stats(broker, local)["ledgers"][0]
+    finally:
+        client.close()
+
+
+def test_last_message_id_needing_the_failing_store_is_an_error(broker: BrokerProcess, gate: TcpGate) -> None:
+    local = f"last-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://public/default/{local}"
+    client = make_client(broker.url)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for data in EXPECTED[:10]:  # two full ledgers
+            producer.send(data)
+        producer.close()
+        path = f"/admin/v2/persistent/public/default/{local}"
+        assert call(broker.web_url, "PUT", f"{path}/unload")[0] == 204  # reloaded: a new, empty current ledger
+        assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0
+        assert admin(broker, "topics", "offload-status", "-w", topic)[0] == 0
+        pattern = f"{local}: deleted the local copy of offloaded ledger"
+        assert broker.wait_for(lambda log: log.count(pattern) >= 2, WAIT_S), broker.log_text()[-3000:]
+        reader = client.create_reader(topic, pulsar.MessageId.latest)
+        gate.close()
+        try:  # the last entry's batch size is only in the store: an error, not a made-up id
+            status, body = call(broker.web_url, "GET", f"{path}/lastMessageId")
+            assert status == 500 and "Failed to get batch size for entry" in body["reason"], (status, body)
+            with pytest.raises(pulsar.PulsarException):
+                reader.has_message_available()
+        finally:
+            gate.open()
+        status, body = call(broker.web_url, "GET", f"{path}/lastMessageId")
+        assert status == 200 and body["entryId"] == 4, body
+        assert not reader.has_message_available()
     finally:
         client.close()
 
@@ -198,20 +271,30 @@ def test_deleted_object_and_corrupted_block_are_errors_never_data(broker: Broker
     gone, bad = f"gone-{uuid.uuid4().hex[:6]}", f"bad-{uuid.uuid4().hex[:6]}"
     gone_ledgers, bad_ledgers = offloaded_and_released(broker, gone), offloaded_and_released(broker, bad)
     gone_key = f"{uuid_of(gone_ledgers[0]['offloadContext'])}-ledger-{gone_ledgers[0]['ledgerId']}"
+    gone_data = moto.get_object(BUCKET, gone_key)
     moto.delete_object(BUCKET, gone_key)  # behind the broker's back
     bad_key = f"{uuid_of(bad_ledgers[0]['offloadContext'])}-ledger-{bad_ledgers[0]['ledgerId']}"
-    data = bytearray(moto.get_object(BUCKET, bad_key))
+    good_data = moto.get_object(BUCKET, bad_key)
+    data = bytearray(good_data)
     data[60] ^= 0xFF  # inside the first block's entries
     moto.put_object(BUCKET, bad_key, bytes(data))
     mark = len(broker.log_text())
     client = make_client(broker.url)
     try:
+        consumers = []
         for local in (gone, bad):
             consumer = client.subscribe(f"persistent://public/default/{local}", "after-fault",
                                         initial_position=pulsar.InitialPosition.Earliest)
             with pytest.raises(pulsar.Timeout):
                 consumer.receive(NOT_DELIVERED_MS)  # the first ledger is damaged: nothing, never junk
+            consumers.append(consumer)
+        assert broker.wait_for(lambda log: "object not found in bucket" in log[mark:], WAIT_S)
+        assert broker.wait_for(lambda log: "failed its checksum and is not delivered" in log[mark:], WAIT_S)
+        assert "not found" in offload_status(broker, gone)["offloadReadError"]
+        assert "checksum mismatch" in offload_status(broker, bad)["offloadReadError"]
+        moto.put_object(BUCKET, gone_key, gone_data)  # the operator restores the objects
+        moto.put_object(BUCKET, bad_key, good_data)
+        for consumer in consumers:  # delivery resumes by itself, everything in order
+            assert [consumer.receive(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
     finally:
         client.close()
-    assert broker.wait_for(lambda log: "object not found in bucket" in log[mark:], WAIT_S)
-    assert broker.wait_for(lambda log: "failed its checksum and is not delivered" in log[mark:], WAIT_S)
