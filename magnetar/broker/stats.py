@@ -164,11 +164,11 @@ def subscription_stats(sub: Subscription, rates: RateTracker, topic: str) -> dic
     }
 
 
-def offload_stats(ledger: ManagedLedger) -> dict[str, Any]:
+def offload_stats(ledger: ManagedLedger | None) -> dict[str, Any]:
     """TopicStats' offload fields from the ledger list (offload failures show in the offload status), and
     magnetar's: reads that failed in the offload store, and the last one's reason while they fail."""
-    done = [x for x in ledger.ledgers() if x.offload is not None and x.offload.complete]
-    reads = ledger.offload_reads
+    done = [x for x in (ledger.ledgers() if ledger is not None else []) if x.offload is not None and x.offload.complete]
+    reads = ledger.offload_reads if ledger is not None else OffloadReadHealth()
     return {
         "offloadedStorageSize": sum(x.size_bytes for x in done),
         "lastOffloadLedgerId": max((x.ledger_id for x in done), default=0),
@@ -232,7 +232,7 @@ def unwritten_topic_stats(*, dedup_enabled: bool, owner: str = "") -> dict[str, 
         **dict.fromkeys(("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "averageMsgSize"), 0.0),
         **dict.fromkeys(zeros, 0),
         "msgChunkPublished": False,
-        **offload_stats([]),
+        **offload_stats(None),
         **topic_counts(None),
         "publishers": [],
         "subscriptions": {},

@@ -28,7 +28,7 @@ from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.retention import RetentionTopics, SleepS, namespace_policies
 from magnetar.broker.stats import offload_read_json
 from magnetar.clock import Clock
-from magnetar.ledger.api import LedgerSummary, ManagedLedger, ManagedLedgerError, Position
+from magnetar.ledger.api import LedgerSummary, ManagedLedger, ManagedLedgerError, OffloadReadHealth, Position
 from magnetar.metadata import api as md
 
 log = logging.getLogger("magnetar.broker.offload")
@@ -70,7 +70,7 @@ class OffloadService:
         return {"status": state.status.value, "lastError": state.last_error,
                 "firstUnoffloadedMessage": {"ledgerId": first.ledger_id, "entryId": first.entry_id,
                                             "partitionIndex": -1},
-                **offload_read_json(ledger.offload_reads)}
+                **offload_read_json(ledger.offload_reads if ledger is not None else OffloadReadHealth())}
 
     def trigger(self, ledger: ManagedLedger, until: Position) -> None:
         """Start offloading the sealed ledgers before ``until``'s ledger; Conflict while one is running."""
