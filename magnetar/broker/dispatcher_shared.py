@@ -14,12 +14,14 @@ rule), unless it allows out-of-order delivery.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable
 from typing import Any
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.delayed import DelayedDeliveryTracker
 from magnetar.broker.dispatcher import Dispatcher, Prepared
+from magnetar.broker.endpoint import Endpoint
 from magnetar.broker.key_shared import StickyKeySelector
 from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedger, Position
@@ -35,7 +37,9 @@ class SharedDispatcher(Dispatcher):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at_ms: int | None = None
         self._next_index = 0
-        self._room_waiter: asyncio.Task[None] | None = None
+        self._next_lead = -1
+        self._turns_held: set[int] | None = None  # ids of the endpoints whose turns this round holds
+        self._room_waiters: dict[int, asyncio.Task[None]] = {}
 
     @property
     def delayed_count(self) -> int:
@@ -83,27 +87,67 @@ class SharedDispatcher(Dispatcher):
 
     # ---- one round -----------------------------------------------------------------------------------
 
+    def _eligible(self, consumer: Consumer) -> bool:
+        """Can take messages in this round: permits, room, and its connection's turn is held by the round."""
+        return consumer.can_receive and (self._turns_held is None or id(consumer.endpoint) in self._turns_held)
+
     def _permits(self) -> int:
-        return sum(c.permits for c in self.consumers if c.can_receive)
+        return sum(c.permits for c in self.consumers if self._eligible(c))
 
     async def _dispatch_round(self) -> bool:
-        budget = self._permits()
-        if budget <= 0:
-            return await self._wait_for_backed_up_consumer()
-        lead = next(c for c in self.consumers if c.can_receive)
-        async with lead.endpoint.output_turn():  # one read at a time per connection, only with room
-            return await self._dispatch_with(budget)
+        """Take the turns of the receiving connections that are free with room (waiting for one, in rotation,
+        only if none is) and read for the consumers on the connections held: each consumer's output is
+        charged to its own connection, and a stalled or busy connection does not hold up the others."""
+        endpoints: dict[int, Endpoint] = {}
+        for c in self.consumers:
+            if c.can_receive:
+                endpoints.setdefault(id(c.endpoint), c.endpoint)
+        if not endpoints:
+            return await self._wait_for_backed_up_consumers()
+        order = list(endpoints.values())
+        async with contextlib.AsyncExitStack() as turns:
+            held = {id(e) for e in order if await turns.enter_async_context(e.output_turn_if_free())}
+            if not held:  # every turn is taken by other subscriptions' reads: wait for one, in rotation
+                self._next_lead = (self._next_lead + 1) % len(order)
+                lead = order[self._next_lead]
+                await turns.enter_async_context(lead.output_turn())  # one read at a time per connection
+                held.add(id(lead))
+            self._turns_held = held
+            try:
+                budget = self._permits()
+                progress = await self._dispatch_with(budget) if budget > 0 else False
+            finally:
+                self._turns_held = None
+        if not progress:
+            for endpoint in order:  # what only a busy connection's consumers could take: retry once it is free
+                if id(endpoint) not in held:
+                    self._wake_when_free(endpoint, turn=True)
+        return progress
 
-    async def _wait_for_backed_up_consumer(self) -> bool:
-        """No consumer can take messages now; if one only lacks room on its connection, wake up once it
-        has room (the loop stays free for permits and acks meanwhile). Always False: nothing was done."""
-        backed_up = next((c for c in self.consumers if c.wants_messages), None)
-        if backed_up is not None and (self._room_waiter is None or self._room_waiter.done()):
-            self._room_waiter = asyncio.get_running_loop().create_task(self._wake_on_room(backed_up))
+    async def _wait_for_backed_up_consumers(self) -> bool:
+        """No consumer can take messages now; wake up once a connection that only lacks room has room again
+        (one waiter per such connection, so a stalled one does not hide the others; the loop stays free for
+        permits and acks meanwhile). Always False: nothing was done."""
+        for c in self.consumers:
+            if c.wants_messages:
+                self._wake_when_free(c.endpoint, turn=False)
         return False
 
-    async def _wake_on_room(self, consumer: Consumer) -> None:
-        await consumer.endpoint.drain()
+    def _wake_when_free(self, endpoint: Endpoint, *, turn: bool) -> None:
+        """Wake the dispatcher once ``endpoint`` has room (and, with ``turn``, its dispatch turn is free)."""
+        key = id(endpoint)
+        if key not in self._room_waiters or self._room_waiters[key].done():
+            self._room_waiters[key] = asyncio.get_running_loop().create_task(self._wake_on(endpoint, turn))
+
+    async def _wake_on(self, endpoint: Endpoint, turn: bool) -> None:
+        try:
+            if turn:
+                async with endpoint.output_turn():
+                    pass
+            else:
+                await endpoint.drain()
+        finally:
+            self._room_waiters.pop(id(endpoint), None)
         self.wake()
 
     async def _dispatch_with(self, budget: int) -> bool:
@@ -168,8 +212,8 @@ class SharedDispatcher(Dispatcher):
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        if self._room_waiter is not None:
-            self._room_waiter.cancel()
+        for waiter in list(self._room_waiters.values()):
+            waiter.cancel()
         await super().close()
 
     async def _assign(self, prepared: list[Prepared], *, from_replay: bool) -> int:
@@ -181,24 +225,17 @@ class SharedDispatcher(Dispatcher):
                 self._hold(p)
             else:
                 self._send(consumer, p, targets)
-        return await self._drain(targets)
+        return len(targets)
 
     def _send(self, consumer: Consumer, p: Prepared, targets: dict[int, Consumer]) -> None:
         consumer.deliver([self._delivery(p)], self._clock.now_ms())
         targets.setdefault(id(consumer), consumer)
 
-    @staticmethod
-    async def _drain(targets: dict[int, Consumer]) -> int:
-        """Wait for each consumer that was sent something; returns how many consumers were served."""
-        for c in targets.values():
-            await c.endpoint.drain()
-        return len(targets)
-
     def _next_with_permits(self) -> Consumer | None:
         n = len(self.consumers)
         for i in range(n):
             c = self.consumers[(self._next_index + i) % n]
-            if c.can_receive:
+            if self._eligible(c):  # room is checked per entry: a connection is never sent past its mark
                 self._next_index = (self._next_index + i + 1) % n
                 return c
         return None
@@ -270,11 +307,11 @@ class KeySharedDispatcher(SharedDispatcher):
             if (
                 p.key_hash in blocked
                 or consumer is None
-                or not consumer.can_receive
+                or not self._eligible(consumer)
                 or self._restricted(consumer, p.position)
             ):
                 self._hold(p)
                 blocked.add(p.key_hash)
                 continue
             self._send(consumer, p, targets)
-        return await self._drain(targets)
+        return len(targets)

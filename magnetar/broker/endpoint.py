@@ -49,3 +49,7 @@ class Endpoint(Protocol):
     def output_turn(self) -> AbstractAsyncContextManager[None]:
         """Hold this connection's dispatch turn: one dispatch read at a time, only while there is room."""
         ...
+
+    def output_turn_if_free(self) -> AbstractAsyncContextManager[bool]:
+        """This connection's dispatch turn if it is free and has room now (True); never waits (False)."""
+        ...

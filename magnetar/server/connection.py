@@ -147,6 +147,9 @@ class ServerConnection:
     def output_turn(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self._flow.turn()
 
+    def output_turn_if_free(self) -> contextlib.AbstractAsyncContextManager[bool]:
+        return self._flow.turn_if_free()
+
     # ---- lifecycle ------------------------------------------------------------------------------------
 
     def transition_to(self, new: State) -> None:

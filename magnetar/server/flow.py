@@ -10,7 +10,9 @@ make the broker buffer without bound. Three rules keep a connection's queued out
   ``REQUESTS_RUNNING_MAX`` at a time, so their replies cannot pile up behind a stalled peer;
 - dispatchers take a turn on the connection (``turn``) before reading entries for it: one read at a time
   per connection, and only while there is room, so N subscriptions on one stalled connection hold one
-  read between them, not N.
+  read between them, not N. A Shared subscription with consumers on several connections waits for the
+  turn of one of them and takes the others' only if free with room (``turn_if_free``): a read is for
+  the consumers whose turns it holds, and a stalled connection never holds up the others.
 
 The worst case is thus about ``high_water_bytes`` + one dispatch read + ``REQUESTS_RUNNING_MAX`` replies.
 """
@@ -59,3 +61,13 @@ class OutputFlow:
         async with self._turn:
             await self.wait_room()
             yield
+
+    @contextlib.asynccontextmanager
+    async def turn_if_free(self) -> AsyncIterator[bool]:
+        """This connection's turn if nobody holds it and there is room now (True), else False; never waits
+        (acquiring a free lock does not suspend)."""
+        if self._turn.locked() or not self.has_room() or self._writer.is_closing():
+            yield False
+            return
+        async with self._turn:
+            yield True

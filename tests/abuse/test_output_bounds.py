@@ -209,3 +209,50 @@ def test_key_shared_consumers_with_longest_names_join_and_leave(broker: BrokerPr
         assert got == {b"k%d" % i for i in range(30)}
     finally:
         client.close()
+
+
+async def test_a_stalled_connection_does_not_stall_a_shared_subscriptions_other_connections(
+    broker: BrokerProcess,
+) -> None:
+    """One Shared subscription, its first consumer on a connection that stops reading, the other on an
+    official client: each consumer's output is charged to its own connection, so the other keeps receiving
+    everything the stalled one was not sent, old and new, and the broker's memory stays bounded."""
+    topic = f"persistent://public/default/{unique('shared-stall')}"
+    stalled = await WirePeer.connect(broker.port)
+    client = make_client(broker.url)
+    try:
+        stalled.send(proto.commands.subscribe(topic, "s", proto.pb.CommandSubscribe.Shared, 1, 1))
+        await stalled.expect(T.SUCCESS)
+        stalled.send(proto.commands.flow(1, 1000))  # and never read again
+        reader = await asyncio.to_thread(client.subscribe, topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                         receiver_queue_size=4)
+        producer = client.create_producer(topic, batching_enabled=False)
+        before = rss_bytes(broker)
+        for _ in range(30):  # ~26 MiB: far more than the stalled connection's budget and socket buffers
+            await asyncio.to_thread(producer.send, b"m" * (900 * 1024))
+        received = await asyncio.to_thread(_receive_until_quiet, reader, 30)
+        stats = http(broker, "GET", f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}/stats")[1]
+        consumers = {c["consumerName"]: c for c in stats["subscriptions"]["s"]["consumers"]}
+        to_stalled = sum(c["msgOutCounter"] for name, c in consumers.items() if name != reader.consumer_name())
+        assert 0 < to_stalled < 30 and received + to_stalled == 30, (received, to_stalled)
+        for i in range(5):  # new messages still flow to the connection that reads
+            await asyncio.to_thread(producer.send, b"new-%d" % i)
+        fresh = {(await asyncio.to_thread(reader.receive, 10_000)).data() for _ in range(5)}
+        assert fresh == {b"new-%d" % i for i in range(5)}
+        peak = await asyncio.to_thread(_peak_rss_growth, broker, before)
+        assert peak < RSS_GROWTH_MAX, f"RSS grew by {peak // MIB} MiB"
+    finally:
+        stalled.writer.transport.abort()
+        client.close()
+
+
+def _receive_until_quiet(consumer: pulsar.Consumer, most: int) -> int:
+    """Receive and acknowledge until nothing comes for 5 s (at most ``most`` messages)."""
+    count = 0
+    for _ in range(most):
+        try:
+            consumer.acknowledge(consumer.receive(5_000))
+        except pulsar.Timeout:
+            break
+        count += 1
+    return count

@@ -63,6 +63,9 @@ class Endpoint:
     def output_turn(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
 
+    def output_turn_if_free(self) -> contextlib.AbstractAsyncContextManager[bool]:
+        return contextlib.nullcontext(True)
+
 
 def producer(name: str, mode: AccessMode) -> Producer:
     return Producer(
