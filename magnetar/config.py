@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from magnetar import crashpoints
 from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.listeners import parse_listeners
 from magnetar.broker.transactions.batching import LogFamily
@@ -67,6 +68,11 @@ def _positive(text: str) -> int:
 
 
 def _str(text: str) -> str:
+    return text.strip()
+
+
+def _crash_points(text: str) -> str:
+    crashpoints.parse(text)  # refuses unknown names and bad counts
     return text.strip()
 
 
@@ -268,6 +274,10 @@ _KEYS.update({
     # fault injection for the crash tests (never set in production): storage deletes fail at random
     "magnetarTestingStorageDeleteFailureProbability": ("settings", "storage_delete_failure_probability",
                                                        _probability, 1),
+    # fsyncs of ledger files fail with EIO at random (a disk that cannot be trusted any more)
+    "magnetarTestingFsyncFailureProbability": ("settings", "fsync_failure_probability", _probability, 1),
+    # aimed kills: the process SIGKILLs itself at these named points (magnetar/crashpoints.py)
+    "magnetarTestingCrashPoints": ("settings", "crash_points", _crash_points, 1),
     "topicTwoPhaseDeletionEnabled": ("ledger_deletion", "enabled", _bool, 1),
     "twoPhaseDeletionLedgerDeletionParallelism": ("ledger_deletion", "parallelism", _int, 1),
     "twoPhaseDeletionReconsumeLaterInSeconds": ("ledger_deletion", "reconsume_later_s", _int, 1),

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Protocol
 
+from magnetar import crashpoints
 from magnetar.ledger.acks import AckState
 from magnetar.ledger.api import (
     Entry,
@@ -299,6 +300,7 @@ class ManagedCursor:
                 raise ManagedLedgerFenced(f"cursor {self._name}: the managed ledger is fenced")
             generation = self._generation
             data = encode_cursor(self.record())
+            crashpoints.reached("cursor.persisting", persistence.key)
             try:
                 record = await persistence.metadata.put(persistence.key, data, persistence.version)
             except (BadVersion, NotFound) as exc:
@@ -308,6 +310,7 @@ class ManagedCursor:
                 raise ManagedLedgerError(f"cursor {self._name}: persisting failed: {exc}") from exc
             persistence.version = record.version
             self._persisted_generation = generation
+            crashpoints.reached("cursor.persisted", persistence.key)
 
     def _fence(self) -> None:
         if self._state is CursorState.OPEN:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from magnetar import crashpoints
 from magnetar.clock import Clock
 from magnetar.ledger import offload
 from magnetar.ledger.acks import AckState
@@ -415,6 +416,7 @@ class ManagedLedgerImpl:
         else:
             sealed = dataclasses.replace(old, entries=info.entries, size_bytes=info.size_bytes)
         new = await self.create_ledger()
+        crashpoints.reached("rollover.created", self._name)
         kept = self._ledgers.summaries()[:-1] + ([sealed] if sealed.entries else [])
         try:
             async with self._meta_lock:
@@ -422,6 +424,7 @@ class ManagedLedgerImpl:
         except ManagedLedgerError:
             await self.delete_ledgers_quietly([new.ledger_id])
             raise
+        crashpoints.reached("rollover.recorded", self._name)
         self._ledgers.replace(sealed)
         if not sealed.entries:
             self._ledgers.remove(sealed.ledger_id)
@@ -537,6 +540,7 @@ class ManagedLedgerImpl:
                 await self._write_record(kept, self._properties)
             for ledger_id in sorted(gone):
                 self._ledgers.remove(ledger_id)
+        crashpoints.reached("trim.recorded", self._name)
         failed = await self._delete_trimmed(sorted(gone))
         for summary in chosen:
             if summary.offload is not None:
@@ -560,8 +564,10 @@ class ManagedLedgerImpl:
 
             async def queue_then_unlist() -> set[int]:
                 queued = await queue.enqueue([r for x in chosen for r in drop_requests(self._name, x)])
+                crashpoints.reached("trim.queued", self._name)
                 if queued & set(ids):
                     await self._remove_listed(queued & set(ids))
+                    crashpoints.reached("trim.recorded", self._name)
                 return queued
 
             queued = await self._drops.run_holding(ids, queue_then_unlist())
@@ -596,7 +602,9 @@ class ManagedLedgerImpl:
 
     async def _delete_trimmed(self, ledger_ids: list[int]) -> list[int]:
         failed: list[int] = []
-        for ledger_id in ledger_ids:
+        for index, ledger_id in enumerate(ledger_ids):
+            if index:
+                crashpoints.reached("trim.deleting", self._name)
             try:
                 await self._store.delete(ledger_id)
             except LedgerNotFound:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from magnetar import crashpoints
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
 from magnetar.broker.replication.api import RemoteProducerFactory
@@ -47,7 +48,7 @@ from magnetar.server.limits import ConnectionLimiter
 from magnetar.server.web import web_app
 from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
-from magnetar.storage.faulty import FaultPlan, FaultyLedgerStore
+from magnetar.storage.faulty import FailingFsync, FaultPlan, FaultyLedgerStore
 from magnetar.storage.offload import BlockOffloadStore, OffloadError, OffloadSettings, open_offload_store
 
 log = logging.getLogger("magnetar.standalone")
@@ -78,6 +79,8 @@ class StandaloneSettings:
     journal_sync_data: bool = True
     open_file_limit: int = 1024  # openFileLimit: sealed ledger files kept open between reads
     storage_delete_failure_probability: float = 0.0  # tests only: storage deletes fail at random
+    fsync_failure_probability: float = 0.0  # tests only: ledger fsyncs fail with EIO at random
+    crash_points: str = ""  # tests only: the process SIGKILLs itself at these points (magnetar.crashpoints)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     security: SecuritySettings = field(default_factory=SecuritySettings)
 
@@ -232,12 +235,13 @@ class Standalone:
         """The ledger store first: its lock keeps a second process off the data directory."""
         s = self.settings
         where = f"data directory {s.data_dir} (--data-dir)"
+        fsync_plan = FaultPlan(random.Random(), ops=frozenset({"fsync"}))
         try:
             s.data_dir.mkdir(parents=True, exist_ok=True)
             log.info("recovering ledger store %s (journalSyncData=%s)", s.data_dir / "ledgers", s.journal_sync_data)
             self.store = self._given_store or await EmbeddedLedgerStore.open(
                 s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data,
-                open_files_max=s.open_file_limit,
+                open_files_max=s.open_file_limit, fsync=FailingFsync(fsync_plan),
             )
         except StorageError as exc:
             if isinstance(exc.__cause__, BlockingIOError):
@@ -245,6 +249,7 @@ class Standalone:
             raise StartupError(f"cannot open {where}: {_reason(exc.__cause__ or exc)}") from exc
         except OSError as exc:
             raise StartupError(f"cannot use {where}: {_reason(exc)}") from exc
+        self._arm_testing_faults(fsync_plan)
         if s.storage_delete_failure_probability > 0:
             log.warning("TESTING: storage deletes fail with probability %s", s.storage_delete_failure_probability)
             plan = FaultPlan(random.Random(), ops=frozenset({"delete"}))
@@ -256,6 +261,15 @@ class Standalone:
         except (OSError, sqlite3.Error) as exc:
             await self.store.close()
             raise StartupError(f"cannot open the metadata store in {where}: {exc}") from exc
+
+    def _arm_testing_faults(self, fsync_plan: FaultPlan) -> None:
+        """Test-only faults, armed once the store is open (recovery itself never fails on purpose)."""
+        s = self.settings
+        if s.fsync_failure_probability > 0:
+            log.warning("TESTING: ledger fsyncs fail with probability %s", s.fsync_failure_probability)
+            fsync_plan.arm(fail_probability=s.fsync_failure_probability)
+        if s.crash_points:
+            crashpoints.arm(crashpoints.parse(s.crash_points))
 
     async def _start_coordinators(self) -> None:
         config = self.settings.broker

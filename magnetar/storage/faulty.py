@@ -20,8 +20,10 @@ knows nothing of topics, cursors or the broker.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -49,6 +51,20 @@ class FaultPlan(_FaultPlan):
         ops: frozenset[str] = STORAGE_OPS,
     ) -> None:
         super().__init__(rng, fail_after_ops=fail_after_ops, fail_probability=fail_probability, ops=ops)
+
+class FailingFsync:
+    """An fsync that fails with EIO when its plan says (op ``fsync``), else calls the real one: the test-only
+    ``magnetarTestingFsyncFailureProbability`` of a real process. Called from worker threads."""
+
+    def __init__(self, plan: FaultPlan, fsync: Callable[[int], None] = os.fsync) -> None:
+        self.plan = plan
+        self._fsync = fsync
+
+    def __call__(self, fd: int) -> None:
+        if self.plan.should_fail("fsync"):
+            raise OSError(errno.EIO, "injected fault: fsync failed (Input/output error)")
+        self._fsync(fd)
+
 
 class FaultyLedgerStore:
     """A :class:`~magnetar.storage.api.LedgerStore` that fails operations as its plan says."""

@@ -17,7 +17,7 @@ from magnetar.broker.errors import ConsumerBusy, ConsumerNotFound, NotAllowed
 from magnetar.broker.names import TopicName, valid_subscription_name
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
-from magnetar.ledger.api import InitialPosition, Position
+from magnetar.ledger.api import InitialPosition, ManagedLedgerError, Position
 from magnetar.server.handlers import txn_topic
 from magnetar.server.handlers.identity import checked_metadata, checked_name
 from magnetar.server.handlers.schema import declared_in, topic_idle
@@ -150,9 +150,24 @@ def on_ack(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | No
     if found is not None:
         consumer, _topic, sub = found
         sub.acknowledge(consumer, req.ack_type, list(req.message_id))
+        if req.HasField("request_id") and sub.durable:
+            return _answer_when_durable(conn, req, sub)
     if req.HasField("request_id"):
         conn.send_frame(proto.encode_command(proto.commands.ack_response(req.consumer_id, req.request_id)))
     return None
+
+
+async def _answer_when_durable(conn: ServerConnection, req: proto.pb.CommandAck, sub: Subscription) -> None:
+    """An ack receipt promises the ack survives a crash: answer once the cursor holding it is written
+    (concurrent receipts share one write), or with PersistenceError if it could not be."""
+    try:
+        await sub.cursor.flush()
+    except ManagedLedgerError as exc:
+        answer = proto.commands.ack_response(
+            req.consumer_id, req.request_id, code=proto.pb.PersistenceError, message=f"ack not persisted: {exc}")
+    else:
+        answer = proto.commands.ack_response(req.consumer_id, req.request_id)
+    conn.send_frame(proto.encode_command(answer))
 
 
 def on_redeliver(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:
