@@ -240,6 +240,9 @@ class BrokerService:
                 return False  # created concurrently: the first one wins
             except md.MetadataError as exc:
                 raise MetadataError(str(exc)) from exc
+            if await self.ledgers.exists(topic.managed_ledger_name):  # another broker created it plain meanwhile
+                await self._delete_key_quietly(partitioned_topic_key(topic))
+                return False
         log.info("created partitioned topic %s with %d partitions", topic, partitions)
         return True
 
@@ -276,12 +279,36 @@ class BrokerService:
             if await self.ledgers.exists(topic.managed_ledger_name):
                 return True
             await self.check_topic_quota(topic.namespace_name, 1)
+            ledger = await self._open_ledger(topic)
+            if not await self._still_plain(topic, ledger):
+                return False
             try:
-                ledger = await self.ledgers.open(topic.managed_ledger_name, self.config.managed_ledger)
                 await ledger.close()
             except ManagedLedgerError as exc:
                 raise ServiceNotReady(f"Failed to create the managed ledger of {topic}: {exc}") from exc
         return True
+
+    async def _still_plain(self, topic: TopicName, created: ManagedLedger) -> bool:
+        """After creating a plain topic's ledger (a create-if-absent record in the metadata store): False, with
+        the ledger deleted again, if another broker declared the name partitioned meanwhile. Both creations
+        write first and check the other's record after, so across brokers sharing the store at most one of
+        them stands (the per-name lock decides within one broker)."""
+        if topic.is_partition or await self._get(partitioned_topic_key(topic)) is None:
+            return True
+        log.warning("%s was declared partitioned by another broker while it was created: creation undone", topic)
+        try:
+            await created.delete()
+        except ManagedLedgerError as exc:
+            raise ServiceNotReady(f"Failed to undo the creation of {topic}: {exc}") from exc
+        return False
+
+    async def _delete_key_quietly(self, key: str) -> None:
+        try:
+            await self.metadata.delete(key)
+        except md.NotFound:
+            pass
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
 
     async def _get(self, key: str) -> md.Record | None:
         try:
@@ -360,6 +387,8 @@ class BrokerService:
                     await self.check_topic_quota(topic.namespace_name, 1)
                 log.info("creating topic %s", topic)
                 ledger = await self._open_ledger(topic)
+                if not await self._still_plain(topic, ledger):
+                    raise NotAllowed(f"{topic} is a partitioned topic: use its partitions")
         else:
             ledger = await self._open_ledger(topic)
         loaded = PersistentTopic(

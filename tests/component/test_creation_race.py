@@ -1,0 +1,78 @@
+"""Two brokers over one metadata store race to create the same name as a plain and as a partitioned topic
+(issue #24, "one decision per name"): at most one of them may win, whatever the interleaving.
+
+Within one broker a per-name lock decides; across brokers the decision goes through the metadata store:
+both creations are create-if-absent writes, and each re-checks the other's record after writing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.deletion.config import DeletionConfig
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.names import TopicName
+from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.server.standalone import Standalone, StandaloneSettings
+from magnetar.storage.memory import MemoryLedgerStore
+from tests.sim.world import let_turns_pass
+
+TRIES = 30
+# each broker's own ledger-deletion topic would live in the one shared store: delete ledgers directly
+ONE_PHASE_DELETION = BrokerConfig(ledger_deletion=DeletionConfig(enabled=False))
+
+
+@pytest.fixture
+async def two_brokers(tmp_path: Path) -> AsyncIterator[tuple[Standalone, Standalone]]:
+    metadata, store = MemoryMetadataStore(), MemoryLedgerStore()
+    brokers = []
+    for name in ("a", "b"):
+        settings = StandaloneSettings(data_dir=tmp_path / name, bind_address="127.0.0.1", broker_port=0, web_port=0,
+                                      broker=ONE_PHASE_DELETION)
+        broker = Standalone(settings, metadata=metadata, store=store)
+        await broker.start()
+        brokers.append(broker)
+    try:
+        yield brokers[0], brokers[1]
+    finally:
+        for broker in brokers:
+            await broker.stop()
+
+
+async def _plain(sa: Standalone, topic: TopicName) -> bool:
+    try:
+        await sa.broker.get_topic(topic, create=True)
+    except BrokerError:
+        return False
+    return True
+
+
+async def _partitioned(sa: Standalone, topic: TopicName, turns_later: int) -> bool:
+    await let_turns_pass(turns_later)
+    try:
+        return await sa.broker.create_partitioned_topic(topic, 2)
+    except BrokerError:
+        return False
+
+
+async def test_a_name_is_never_both_plain_and_partitioned_across_brokers(
+    two_brokers: tuple[Standalone, Standalone],
+) -> None:
+    a, b = two_brokers
+    outcomes = []
+    for i in range(TRIES):
+        topic = TopicName.parse(f"persistent://public/default/race-{i}")
+        plain_on, partitioned_on = (a, b) if i % 2 else (b, a)
+        head_start = i // 2  # loop turns the plain creation runs alone: every interleaving of the two
+        won = await asyncio.gather(_plain(plain_on, topic), _partitioned(partitioned_on, topic, head_start))
+        assert not all(won), f"{topic}: both the plain and the partitioned creation succeeded"
+        plain = await a.broker.ledgers.exists(topic.managed_ledger_name)
+        partitioned = await a.broker.partition_count(topic) > 0
+        assert not (plain and partitioned), f"{topic} is both plain and partitioned"
+        outcomes.append(won)
+    assert [True, False] in outcomes and [False, True] in outcomes  # either may win; refusing both is rare
