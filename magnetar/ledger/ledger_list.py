@@ -13,7 +13,6 @@ Ledger ids grow with creation time (the ledger store never reuses ids and hands 
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from collections.abc import Iterable
 
 from magnetar.ledger.api import LedgerSummary, Position
@@ -56,8 +55,10 @@ class LedgerList:
         """A confirmed entry of the current ledger (confirmations arrive in entry order)."""
         last = self._items[-1]
         assert last.ledger_id == ledger_id, "adds go to the current ledger only"
-        self._items[-1] = dataclasses.replace(
-            last, entries=max(last.entries, entry_id + 1), size_bytes=last.size_bytes + size_bytes
+        # the constructor, not dataclasses.replace: this runs once per stored entry
+        self._items[-1] = LedgerSummary(
+            ledger_id=ledger_id, entries=max(last.entries, entry_id + 1), size_bytes=last.size_bytes + size_bytes,
+            created_ms=last.created_ms, offload=last.offload,
         )
 
     def _reindex(self) -> None:

@@ -60,7 +60,14 @@ from magnetar.ledger.ledger_list import LedgerList
 from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState, check_transition
 from magnetar.ledger.trim import ledgers_to_trim
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore, NotFound
-from magnetar.storage.api import EntryCorrupted, LedgerNotFound, LedgerSealed, LedgerStore, StorageError
+from magnetar.storage.api import (
+    EntryCorrupted,
+    LedgerNotFound,
+    LedgerSealed,
+    LedgerStore,
+    StartsAppends,
+    StorageError,
+)
 from magnetar.storage.offload.api import OffloadStore
 
 
@@ -106,6 +113,9 @@ class ManagedLedgerImpl:
         self.offload_reads = OffloadReadHealth()  # errors of reads from the offload store
         self._key = ledger_key(name)
         self._store = store
+        self._start_append: Callable[[int, bytes | memoryview], asyncio.Future[int]] = (
+            store.start_append if isinstance(store, StartsAppends) else self._append_task
+        )
         self._metadata = metadata
         self._config = config
         self._clock = clock
@@ -321,10 +331,13 @@ class ManagedLedgerImpl:
         self._pending_entries += 1
         self._pending_bytes += size_bytes
         result: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        append = asyncio.ensure_future(self._store.append(ledger_id, data))
+        append = self._start_append(ledger_id, data)
         self._in_flight.append(_PendingAdd(append, result, ledger_id, size_bytes))
         append.add_done_callback(self._confirm_in_order)
         return result
+
+    def _append_task(self, ledger_id: int, data: bytes | memoryview) -> asyncio.Future[int]:
+        return asyncio.ensure_future(self._store.append(ledger_id, data))
 
     def _confirm_in_order(self, _: object = None) -> None:
         """Resolve finished adds from the oldest on, never one before an earlier one."""

@@ -1,10 +1,15 @@
 """Group commit: many appends share one fsync round.
 
-An append writes its record at once, then waits here. One background flusher runs rounds: a round takes
-every waiter registered so far, fsyncs each of their files once in a worker thread, and completes them
-all; waiters registered while a round runs wait for the next one. So the fsync count follows the number of
-rounds, not the number of appends. A file whose fsync fails fails every waiter of that file, including
-those already queued for the next round (their records were written after the failed point); the owner's
+An append writes its record at once, then registers here. One long-lived flusher thread runs rounds: a
+round takes every waiter registered so far, fsyncs each of their files once, and completes them all;
+waiters registered while a round runs wait for the next one, which starts as soon as the round ends. So
+the fsync count follows the number of rounds, not the number of appends, and a lone append waits for one
+fsync, never for a timer.
+
+The hand-off costs one queue put per round on the loop side and one ``call_soon_threadsafe`` per round on
+the thread side (not a worker-pool job, a context copy and a future chain per round as
+``asyncio.to_thread`` would). A file whose fsync fails fails every waiter of that file, including those
+already queued for the next round (their records were written after the failed point); the owner's
 ``on_failure`` callback cuts the file back.
 
 This module knows nothing of the record format, ledgers' lifecycles, topics or the broker.
@@ -15,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import queue
+import threading
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Protocol
 
 from magnetar.storage.api import StorageIOError
@@ -38,10 +44,18 @@ class SyncTarget(Hashable, Protocol):
         ...
 
 
-@dataclass(slots=True)
 class _Waiter:
-    target: SyncTarget
-    future: asyncio.Future[None]
+    __slots__ = ("future", "result", "slot", "target")
+
+    def __init__(self, target: SyncTarget, future: asyncio.Future[int], result: int, slot: bool) -> None:
+        self.target = target
+        self.future = future
+        self.result = result
+        self.slot = slot  # an append holding one of the owner's pending slots (drains hold none)
+
+
+_Live = list[tuple[SyncTarget, tuple[int, int, int]]]
+_Outcome = list[OSError | None] | BaseException
 
 
 def _fsync_all(fsync: Callable[[int], None], fds: list[int]) -> list[OSError | None]:
@@ -56,59 +70,123 @@ def _fsync_all(fsync: Callable[[int], None], fds: list[int]) -> list[OSError | N
 
 
 class GroupCommit:
-    """The background flusher; ``wait_durable`` is what an append awaits."""
+    """The flusher; ``register`` is what an append waits on."""
 
     def __init__(
-        self, fsync: Callable[[int], None], on_failure: Callable[[SyncTarget, OSError], None]
+        self,
+        fsync: Callable[[int], None],
+        on_failure: Callable[[SyncTarget, OSError], None],
+        release: Callable[[int], None] = lambda slots: None,
     ) -> None:
         self._fsync = fsync
         self._on_failure = on_failure
+        self._release = release
+        self._loop = asyncio.get_running_loop()
         self._waiters: list[_Waiter] = []
-        self._wake = asyncio.Event()
+        self._round_due = False  # a round is scheduled or running
         self._stopping = False
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="magnetar-group-commit")
+        self._idle: asyncio.Future[None] | None = None  # stop() waits on it for the last round
+        self._jobs: queue.SimpleQueue[list[int] | None] = queue.SimpleQueue()
+        self._round: tuple[list[_Waiter], _Live, dict[SyncTarget, OSError]] | None = None
+        self._thread: threading.Thread | None = None
         self.rounds = 0
+
+    def register(
+        self, target: SyncTarget, result: int = 0, future: asyncio.Future[int] | None = None, *, slot: bool = False
+    ) -> asyncio.Future[int]:
+        """``future`` (a new one if None), resolved with ``result`` once a round that started after this call
+        synced ``target``, or failed with StorageIOError if that fsync failed. With ``slot``, the round
+        hands the append's pending slot back through ``release`` once it completed it."""
+        if self._stopping:
+            raise AssertionError("group commit is stopped")
+        if future is None:
+            future = self._loop.create_future()
+        self._waiters.append(_Waiter(target, future, result, slot))
+        if not self._round_due:
+            self._round_due = True
+            self._loop.call_soon(self._start_round)  # after this loop pass: its appends join the round
+        return future
 
     async def wait_durable(self, target: SyncTarget) -> None:
         """Return once a round that started after this call has synced ``target``."""
-        if self._stopping:
-            raise AssertionError("group commit is stopped")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(_Waiter(target, future))
-        self._wake.set()
-        await future
+        await self.register(target)
 
     async def stop(self) -> None:
-        """Finish every waiting round, then end the flusher."""
+        """Finish every waiting round, then end the flusher thread."""
         self._stopping = True
-        self._wake.set()
-        await self._task
+        if self._round_due:
+            self._idle = self._loop.create_future()
+            await self._idle
+        if self._thread is not None:
+            self._jobs.put(None)
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
 
-    async def _run(self) -> None:
-        while True:  # lives as long as the store; each turn is one round or the exit
-            await self._wake.wait()
-            self._wake.clear()
-            if not self._waiters:
-                if self._stopping:
-                    return
-                continue
-            batch, self._waiters = self._waiters, []
+    def _start_round(self) -> None:
+        batch, self._waiters = self._waiters, []
+        try:
+            targets = list(dict.fromkeys(w.target for w in batch))
+            snapshots = [(t, t.sync_snapshot()) for t in targets]
+            live: _Live = [(t, snap) for t, snap in snapshots if snap is not None]
+            failed: dict[SyncTarget, OSError] = {
+                t: OSError(errno.EBADF, "file closed before it was synced") for t, snap in snapshots if snap is None
+            }
+        except Exception as exc:  # a bug must fail the appends, not hang them
+            self._round = (batch, [], {})
+            self._finish_round(exc)
+            return
+        self._round = (batch, live, failed)
+        if not live:
+            self._finish_round([])
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._flusher, name="magnetar-group-commit", daemon=True)
+            self._thread.start()
+        self._jobs.put([snap[0] for _, snap in live])
+
+    def _flusher(self) -> None:
+        """The thread: one job per round, answered with one wake-up of the loop."""
+        while True:  # lives until stop() sends None
+            fds = self._jobs.get()
+            if fds is None:
+                return
+            outcome: _Outcome
             try:
-                await self._round(batch)
-            except Exception as exc:  # a bug must fail the appends, not hang them
-                logger.exception("group commit round failed")
-                for waiter in batch:
-                    _complete(waiter, OSError(errno.EIO, f"group commit round failed: {exc}"))
+                outcome = _fsync_all(self._fsync, fds)
+            except BaseException as exc:  # handed to the loop, which fails the round
+                outcome = exc
+            try:
+                self._loop.call_soon_threadsafe(self._finish_round, outcome)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                return
 
-    async def _round(self, batch: list[_Waiter]) -> None:
-        targets = list(dict.fromkeys(w.target for w in batch))
-        snapshots = [(t, t.sync_snapshot()) for t in targets]
-        live = [(t, snap) for t, snap in snapshots if snap is not None]
-        failed: dict[SyncTarget, OSError] = {
-            t: OSError(errno.EBADF, "file closed before it was synced") for t, snap in snapshots if snap is None
-        }
-        errors = await asyncio.to_thread(_fsync_all, self._fsync, [snap[0] for _, snap in live])
+    def _finish_round(self, outcome: _Outcome) -> None:
+        assert self._round is not None
+        batch, live, failed = self._round
+        self._round = None
         self.rounds += 1
+        try:
+            if isinstance(outcome, BaseException):
+                raise RuntimeError(f"fsync thread: {outcome!r}") from outcome
+            self._settle(batch, live, failed, outcome)
+        except Exception as exc:  # a bug must fail the appends, not hang them
+            logger.exception("group commit round failed")
+            error = OSError(errno.EIO, f"group commit round failed: {exc}")
+            for waiter in batch:
+                _complete(waiter, error)
+        slots = sum(1 for w in batch if w.slot)
+        if slots:
+            self._release(slots)
+        if self._waiters:
+            self._start_round()  # appends that came during the round: their round starts now
+            return
+        self._round_due = False
+        if self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
+    def _settle(
+        self, batch: list[_Waiter], live: _Live, failed: dict[SyncTarget, OSError], errors: list[OSError | None]
+    ) -> None:
         for (target, snap), error in zip(live, errors, strict=True):
             if error is None:
                 target.confirm(snap[1], snap[2])
@@ -117,17 +195,21 @@ class GroupCommit:
                 self._on_failure(target, error)
         if failed:
             still_waiting = [w for w in self._waiters if w.target not in failed]
-            batch = batch + [w for w in self._waiters if w.target in failed]
+            batch.extend(w for w in self._waiters if w.target in failed)
             self._waiters = still_waiting
+            for waiter in batch:
+                _complete(waiter, failed.get(waiter.target))
+            return
         for waiter in batch:
-            _complete(waiter, failed.get(waiter.target))
+            if not waiter.future.done():  # the appender was cancelled; its record stays
+                waiter.future.set_result(waiter.result)
 
 
 def _complete(waiter: _Waiter, error: OSError | None) -> None:
     if waiter.future.done():  # the appender was cancelled; its record stays
         return
     if error is None:
-        waiter.future.set_result(None)
+        waiter.future.set_result(waiter.result)
     else:
         message = f"ledger {waiter.target.ledger_id}: fsync failed: {error}"
         waiter.future.set_exception(StorageIOError(message, ledger_id=waiter.target.ledger_id))

@@ -21,9 +21,10 @@ Errors::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class StorageError(Exception):
@@ -103,4 +104,13 @@ class LedgerStore(Protocol):
         ...
 
     async def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class StartsAppends(Protocol):
+    """A store whose appends can start without a task: the entry takes its place at the call."""
+
+    def start_append(self, ledger_id: int, data: bytes | memoryview) -> asyncio.Future[int]:
+        """What ``append`` does, as a future started now (same order, same errors, through the future)."""
         ...

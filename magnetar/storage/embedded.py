@@ -23,8 +23,9 @@ files stay open (the least recently used idle ones are closed and opened again w
 appended to), so the descriptors held follow the cache and the ledgers being written, not the number
 of ledgers on disk or of topics ever loaded.
 
-Reads, writes and the scan use plain blocking calls on the event loop (page-cache fast); fsyncs and
-small-file replacement run in worker threads. This module knows nothing of topics, cursors or the broker.
+Reads, writes and the scan use plain blocking calls on the event loop (page-cache fast); fsyncs run in
+the group-commit thread, small-file replacement in worker threads. An append starts without a task
+(``start_append``: the record is written at the call). This module knows nothing of topics, cursors or the broker.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ import contextlib
 import logging
 import os
 from array import array
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.clock import Clock, SystemClock
 from magnetar.descriptors import report_if_out_of_descriptors
@@ -61,6 +62,14 @@ PENDING_APPENDS_MAX = 4096
 OPEN_FILES_MAX = 1024
 
 Write = Callable[[int, memoryview], int]
+
+
+class _Queued(NamedTuple):
+    """An append waiting for room."""
+
+    ledger_id: int
+    record: bytes
+    future: asyncio.Future[int]
 
 
 class _LedgerFile:
@@ -198,9 +207,11 @@ class EmbeddedLedgerStore:
         self._persisted_next_id = persisted_next_id
         self._delete_lock = asyncio.Lock()
         self._sync = journal_sync_data
-        self._slots = asyncio.Semaphore(pending_appends_max)
+        self._pending = 0  # appends written, not yet durable
+        self._pending_max = pending_appends_max
+        self._backlog: deque[_Queued] = deque()  # appends waiting for room, written in call order
         self._clock = clock
-        self._group = GroupCommit(fsync, self._on_sync_failure)
+        self._group = GroupCommit(fsync, self._on_sync_failure, self._release)
         self._closed = False
         self._open_files_max = max(1, open_files_max)
         self._open_files: OrderedDict[int, _LedgerFile] = OrderedDict()  # least recently used first
@@ -269,18 +280,51 @@ class EmbeddedLedgerStore:
         return ledger.info()
 
     async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
-        self._appendable(ledger_id)
-        payload = bytes(data)
-        _rules.check_entry_size(ledger_id, len(payload))
+        return await self.start_append(ledger_id, data)
+
+    def start_append(self, ledger_id: int, data: bytes | memoryview) -> asyncio.Future[int]:
+        """Write the entry now (or, with no room, once earlier appends completed; always in call order) and
+        return a future for its entry id, resolved once it is durable. Errors come through the future."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        try:
+            self._appendable(ledger_id)
+            payload = bytes(data)
+            _rules.check_entry_size(ledger_id, len(payload))
+        except StorageError as exc:
+            future.set_exception(exc)
+            return future
         record = _format.encode(payload)
-        async with self._slots:
-            ledger = self._appendable(ledger_id)  # it may have changed while we waited for room
+        if self._backlog or self._pending >= self._pending_max:
+            self._backlog.append(_Queued(ledger_id, record, future))
+        else:
+            self._append_now(ledger_id, record, future)
+        return future
+
+    def _append_now(self, ledger_id: int, record: bytes, future: asyncio.Future[int]) -> None:
+        try:
+            ledger = self._appendable(ledger_id)  # it may have changed while the append waited for room
             entry_id = self._write_record(ledger, record)
-            if not self._sync:
-                ledger.confirm(len(ledger.offsets), ledger.written_end)
-                return entry_id
-            await self._group.wait_durable(ledger)
-            return entry_id
+        except StorageError as exc:
+            future.set_exception(exc)
+            return
+        if not self._sync:
+            ledger.confirm(len(ledger.offsets), ledger.written_end)
+            future.set_result(entry_id)
+            return
+        self._pending += 1
+        self._group.register(ledger, entry_id, future, slot=True)
+
+    def _release(self, slots: int) -> None:
+        """A group-commit round completed ``slots`` appends: write the ones waiting for room."""
+        self._pending -= slots
+        while self._backlog and self._pending < self._pending_max:
+            queued = self._backlog.popleft()
+            if queued.future.done():  # cancelled while it waited: never written
+                continue
+            if self._closed:
+                queued.future.set_exception(StoreClosed("ledger store is closed", ledger_id=queued.ledger_id))
+            else:
+                self._append_now(queued.ledger_id, queued.record, queued.future)
 
     def _appendable(self, ledger_id: int) -> _LedgerFile:
         ledger = self._ledger(ledger_id)

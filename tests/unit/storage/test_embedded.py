@@ -164,6 +164,55 @@ async def test_back_pressure_keeps_order(tmp_path: Path) -> None:
     await store.close()
 
 
+async def test_started_appends_are_written_at_the_call_and_queued_ones_in_call_order(tmp_path: Path) -> None:
+    store = await EmbeddedLedgerStore.open(tmp_path, pending_appends_max=2)
+    ledger_id = (await store.create_ledger({})).ledger_id
+    futures = [store.start_append(ledger_id, bytes([i])) for i in range(6)]
+    assert _data_file(tmp_path, ledger_id).stat().st_size == 2 * (HEADER_BYTES + 1)  # two written, four queued
+    futures[3].cancel()  # a queued append cancelled before it had room is never written
+    done = await asyncio.gather(*futures, return_exceptions=True)
+    assert done[:3] + done[4:] == [0, 1, 2, 3, 4]
+    assert await store.read(ledger_id, 0, 4) == [bytes([i]) for i in (0, 1, 2, 4, 5)]
+    await store.close()
+
+
+async def test_a_lone_append_waits_for_one_fsync(tmp_path: Path) -> None:
+    fsync = CountingFsync()
+    store = await EmbeddedLedgerStore.open(tmp_path, fsync=fsync)
+    ledger_id = (await store.create_ledger({})).ledger_id
+    for i in range(3):
+        before = fsync.calls
+        assert await store.append(ledger_id, b"x") == i
+        assert fsync.calls - before == 1
+    await store.close()
+
+
+async def test_appends_queued_for_room_fail_when_the_store_closes(tmp_path: Path) -> None:
+    store = await EmbeddedLedgerStore.open(tmp_path, pending_appends_max=1)
+    ledger_id = (await store.create_ledger({})).ledger_id
+    first, queued = store.start_append(ledger_id, b"a"), store.start_append(ledger_id, b"b")
+    await store.close()
+    assert await first == 0
+    with pytest.raises(StorageError):
+        await queued
+
+
+async def test_a_crashing_fsync_fails_the_appends_instead_of_hanging_them(tmp_path: Path) -> None:
+    armed = False
+
+    def broken(fd: int) -> None:
+        if armed:
+            raise ValueError("bug in the sync hook")
+        os.fsync(fd)
+
+    store = await EmbeddedLedgerStore.open(tmp_path, fsync=broken)
+    ledger_id = (await store.create_ledger({})).ledger_id
+    armed = True
+    with pytest.raises(StorageIOError):
+        await asyncio.wait_for(store.append(ledger_id, b"x"), timeout=30)
+    await store.close()
+
+
 @pytest.mark.parametrize("partial", [0, 7])
 async def test_enospc_on_write_fails_that_append_and_the_ledger_takes_no_more(tmp_path: Path, partial: int) -> None:
     write = FailingWrite()
