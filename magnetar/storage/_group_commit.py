@@ -1,15 +1,16 @@
-"""Group commit: many appends share one fsync round.
+"""Group commit: many appends share one write and one fsync round.
 
-An append writes its record at once, then registers here. One long-lived flusher thread runs rounds: a
-round takes every waiter registered so far, fsyncs each of their files once, and completes them all;
+An append hands its record to its file (not yet written), then registers here. One long-lived flusher
+thread runs rounds: a round takes every waiter registered so far and, for each of their files, writes the
+records handed over since the last round in one write, fsyncs the file once, and completes them all;
 waiters registered while a round runs wait for the next one, which starts as soon as the round ends. So
-the fsync count follows the number of rounds, not the number of appends, and a lone append waits for one
-fsync, never for a timer.
+the write and fsync counts follow the number of rounds, not the number of appends, and a lone append
+waits for one write and one fsync, never for a timer.
 
 The hand-off costs one queue put per round on the loop side and one ``call_soon_threadsafe`` per round on
 the thread side (not a worker-pool job, a context copy and a future chain per round as
-``asyncio.to_thread`` would). A file whose fsync fails fails every waiter of that file, including those
-already queued for the next round (their records were written after the failed point); the owner's
+``asyncio.to_thread`` would). A file whose write or fsync fails fails every waiter of that file, including
+those already queued for the next round (their records come after the failed point); the owner's
 ``on_failure`` callback cuts the file back.
 
 This module knows nothing of the record format, ledgers' lifecycles, topics or the broker.
@@ -35,8 +36,10 @@ class SyncTarget(Hashable, Protocol):
 
     ledger_id: int
 
-    def sync_snapshot(self) -> tuple[int, int, int] | None:
-        """``(fd, entries written, bytes written)`` at round start, or None if the file is closed."""
+    def take_round(self) -> tuple[int, int, int, list[bytes]] | None:
+        """At round start: ``(fd, entries, end, records)``, where ``records`` are the records not yet
+        written (the round writes them, in order, at the end of the file) and ``entries`` / ``end`` what the
+        file holds once they are; None if the file is closed."""
         ...
 
     def confirm(self, entries: int, end: int) -> None:
@@ -54,14 +57,29 @@ class _Waiter:
         self.slot = slot  # an append holding one of the owner's pending slots (drains hold none)
 
 
-_Live = list[tuple[SyncTarget, tuple[int, int, int]]]
+_Live = list[tuple[SyncTarget, tuple[int, int, int, list[bytes]]]]
+Write = Callable[[int, memoryview], int]
 _Outcome = list[OSError | None] | BaseException
 
 
-def _fsync_all(fsync: Callable[[int], None], fds: list[int]) -> list[OSError | None]:
+def write_all(write: Write, fd: int, data: bytes) -> None:
+    """Write all of ``data`` (the file is opened for appending); OSError if the disk refuses."""
+    view = memoryview(data)
+    while view:  # bounded: each turn writes at least one byte or raises
+        written = write(fd, view)
+        if written <= 0:
+            raise OSError(f"write returned {written}")
+        view = view[written:]
+
+
+def _flush_all(
+    write: Write, fsync: Callable[[int], None], jobs: list[tuple[int, list[bytes]]]
+) -> list[OSError | None]:
     errors: list[OSError | None] = []
-    for fd in fds:
+    for fd, records in jobs:
         try:
+            if records:
+                write_all(write, fd, records[0] if len(records) == 1 else b"".join(records))
             fsync(fd)
             errors.append(None)
         except OSError as exc:
@@ -75,10 +93,12 @@ class GroupCommit:
     def __init__(
         self,
         fsync: Callable[[int], None],
+        write: Write,
         on_failure: Callable[[SyncTarget, OSError], None],
         release: Callable[[int], None] = lambda slots: None,
     ) -> None:
         self._fsync = fsync
+        self._write = write
         self._on_failure = on_failure
         self._release = release
         self._loop = asyncio.get_running_loop()
@@ -86,7 +106,7 @@ class GroupCommit:
         self._round_due = False  # a round is scheduled or running
         self._stopping = False
         self._idle: asyncio.Future[None] | None = None  # stop() waits on it for the last round
-        self._jobs: queue.SimpleQueue[list[int] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[list[tuple[int, list[bytes]]] | None] = queue.SimpleQueue()
         self._round: tuple[list[_Waiter], _Live, dict[SyncTarget, OSError]] | None = None
         self._thread: threading.Thread | None = None
         self.rounds = 0
@@ -126,7 +146,7 @@ class GroupCommit:
         batch, self._waiters = self._waiters, []
         try:
             targets = list(dict.fromkeys(w.target for w in batch))
-            snapshots = [(t, t.sync_snapshot()) for t in targets]
+            snapshots = [(t, t.take_round()) for t in targets]
             live: _Live = [(t, snap) for t, snap in snapshots if snap is not None]
             failed: dict[SyncTarget, OSError] = {
                 t: OSError(errno.EBADF, "file closed before it was synced") for t, snap in snapshots if snap is None
@@ -142,17 +162,17 @@ class GroupCommit:
         if self._thread is None:
             self._thread = threading.Thread(target=self._flusher, name="magnetar-group-commit", daemon=True)
             self._thread.start()
-        self._jobs.put([snap[0] for _, snap in live])
+        self._jobs.put([(snap[0], snap[3]) for _, snap in live])
 
     def _flusher(self) -> None:
         """The thread: one job per round, answered with one wake-up of the loop."""
         while True:  # lives until stop() sends None
-            fds = self._jobs.get()
-            if fds is None:
+            jobs = self._jobs.get()
+            if jobs is None:
                 return
             outcome: _Outcome
             try:
-                outcome = _fsync_all(self._fsync, fds)
+                outcome = _flush_all(self._write, self._fsync, jobs)
             except BaseException as exc:  # handed to the loop, which fails the round
                 outcome = exc
             try:
@@ -171,9 +191,7 @@ class GroupCommit:
             self._settle(batch, live, failed, outcome)
         except Exception as exc:  # a bug must fail the appends, not hang them
             logger.exception("group commit round failed")
-            error = OSError(errno.EIO, f"group commit round failed: {exc}")
-            for waiter in batch:
-                _complete(waiter, error)
+            self._fail_round(batch, OSError(errno.EIO, f"group commit round failed: {exc}"))
         slots = sum(1 for w in batch if w.slot)
         if slots:
             self._release(slots)
@@ -205,11 +223,22 @@ class GroupCommit:
                 waiter.future.set_result(waiter.result)
 
 
+    def _fail_round(self, batch: list[_Waiter], error: OSError) -> None:
+        """Their records may be half written: each file is cut back, and later appends to it fail."""
+        for target in dict.fromkeys(w.target for w in batch):
+            try:
+                self._on_failure(target, error)
+            except Exception:
+                logger.exception("ledger %d: could not cut back after a failed round", target.ledger_id)
+        for waiter in batch:
+            _complete(waiter, error)
+
+
 def _complete(waiter: _Waiter, error: OSError | None) -> None:
     if waiter.future.done():  # the appender was cancelled; its record stays
         return
     if error is None:
         waiter.future.set_result(waiter.result)
     else:
-        message = f"ledger {waiter.target.ledger_id}: fsync failed: {error}"
+        message = f"ledger {waiter.target.ledger_id}: write or fsync failed: {error}"
         waiter.future.set_exception(StorageIOError(message, ledger_id=waiter.target.ledger_id))

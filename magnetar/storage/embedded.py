@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from magnetar.clock import Clock, SystemClock
 from magnetar.descriptors import report_if_out_of_descriptors
 from magnetar.storage import _files, _format, _rules
-from magnetar.storage._group_commit import GroupCommit, SyncTarget
+from magnetar.storage._group_commit import GroupCommit, SyncTarget, Write, write_all
 from magnetar.storage._rules import LedgerState
 from magnetar.storage.api import (
     LedgerInfo,
@@ -61,7 +61,6 @@ PENDING_APPENDS_MAX = 4096
 #: Ledger data files kept open while idle (the least recently used idle ones are closed).
 OPEN_FILES_MAX = 1024
 
-Write = Callable[[int, memoryview], int]
 
 
 class _Queued(NamedTuple):
@@ -88,6 +87,7 @@ class _LedgerFile:
         self.written_end = end
         self.confirmed = len(offsets)
         self.confirmed_end = end
+        self.unwritten: list[bytes] = []  # handed over, written by the next group-commit round
         self.lock = asyncio.Lock()
         self.cut_back_failed = False
         self.broken = False  # an append failed: no later one may land after it
@@ -97,10 +97,11 @@ class _LedgerFile:
         _rules.check_transition(self.ledger_id, self.state, target)
         self.state = target
 
-    def sync_snapshot(self) -> tuple[int, int, int] | None:
+    def take_round(self) -> tuple[int, int, int, list[bytes]] | None:
         if self.fd is None:
             return None
-        return self.fd, len(self.offsets), self.written_end
+        records, self.unwritten = self.unwritten, []
+        return self.fd, len(self.offsets), self.written_end, records
 
     def confirm(self, entries: int, end: int) -> None:
         if entries > self.confirmed:
@@ -111,16 +112,19 @@ class _LedgerFile:
             raise StorageIOError(f"ledger {self.ledger_id}: file is closed", ledger_id=self.ledger_id)
         return self.fd
 
+    def hand_over(self, record: bytes) -> int:
+        """Take the next entry id for ``record``; the next group-commit round writes it."""
+        self._fd()
+        self.offsets.append(self.written_end)
+        self.written_end += len(record)
+        self.unwritten.append(record)
+        return len(self.offsets) - 1
+
     def write_record(self, record: bytes) -> int:
-        """Write one record at the end; on failure cut it back off (OSError propagates either way)."""
+        """Write one record at the end now; on failure cut it back off (OSError propagates either way)."""
         fd, start = self._fd(), self.written_end
-        view = memoryview(record)
         try:
-            while view:  # bounded: each turn writes at least one byte or raises
-                written = self._write(fd, view)
-                if written <= 0:
-                    raise OSError(f"write returned {written}")
-                view = view[written:]
+            write_all(self._write, fd, record)
         except OSError:
             try:
                 os.ftruncate(fd, start)
@@ -133,9 +137,10 @@ class _LedgerFile:
 
     def cut_back(self) -> None:
         """Drop everything written after the last durable entry."""
-        os.ftruncate(self._fd(), self.confirmed_end)
+        self.unwritten = []
         del self.offsets[self.confirmed :]
         self.written_end = self.confirmed_end
+        os.ftruncate(self._fd(), self.confirmed_end)
 
     def _record_end(self, entry_id: int) -> int:
         return self.offsets[entry_id + 1] if entry_id + 1 < len(self.offsets) else self.written_end
@@ -211,7 +216,7 @@ class EmbeddedLedgerStore:
         self._pending_max = pending_appends_max
         self._backlog: deque[_Queued] = deque()  # appends waiting for room, written in call order
         self._clock = clock
-        self._group = GroupCommit(fsync, self._on_sync_failure, self._release)
+        self._group = GroupCommit(fsync, write, self._on_sync_failure, self._release)
         self._closed = False
         self._open_files_max = max(1, open_files_max)
         self._open_files: OrderedDict[int, _LedgerFile] = OrderedDict()  # least recently used first
@@ -303,13 +308,15 @@ class EmbeddedLedgerStore:
     def _append_now(self, ledger_id: int, record: bytes, future: asyncio.Future[int]) -> None:
         try:
             ledger = self._appendable(ledger_id)  # it may have changed while the append waited for room
-            entry_id = self._write_record(ledger, record)
+            if not self._sync:
+                entry_id = self._write_record(ledger, record)
+                ledger.confirm(len(ledger.offsets), ledger.written_end)
+                future.set_result(entry_id)
+                return
+            self._ensure_open(ledger)
+            entry_id = ledger.hand_over(record)
         except StorageError as exc:
             future.set_exception(exc)
-            return
-        if not self._sync:
-            ledger.confirm(len(ledger.offsets), ledger.written_end)
-            future.set_result(entry_id)
             return
         self._pending += 1
         self._group.register(ledger, entry_id, future, slot=True)
@@ -346,7 +353,8 @@ class EmbeddedLedgerStore:
         ledger = self._ledgers.get(target.ledger_id)
         if ledger is None or ledger is not target:
             return
-        logger.error("ledger %d: fsync failed (%s); dropping entries not yet durable", ledger.ledger_id, error)
+        logger.error("ledger %d: write or fsync failed (%s); dropping entries not yet durable", ledger.ledger_id,
+                     error)
         ledger.broken = True
         try:
             ledger.cut_back()

@@ -164,16 +164,35 @@ async def test_back_pressure_keeps_order(tmp_path: Path) -> None:
     await store.close()
 
 
-async def test_started_appends_are_written_at_the_call_and_queued_ones_in_call_order(tmp_path: Path) -> None:
+async def test_appends_queued_for_room_keep_call_order_and_a_cancelled_one_is_never_written(tmp_path: Path) -> None:
     store = await EmbeddedLedgerStore.open(tmp_path, pending_appends_max=2)
     ledger_id = (await store.create_ledger({})).ledger_id
-    futures = [store.start_append(ledger_id, bytes([i])) for i in range(6)]
-    assert _data_file(tmp_path, ledger_id).stat().st_size == 2 * (HEADER_BYTES + 1)  # two written, four queued
+    futures = [store.start_append(ledger_id, bytes([i])) for i in range(6)]  # two take their place, four queue
     futures[3].cancel()  # a queued append cancelled before it had room is never written
     done = await asyncio.gather(*futures, return_exceptions=True)
     assert done[:3] + done[4:] == [0, 1, 2, 3, 4]
     assert await store.read(ledger_id, 0, 4) == [bytes([i]) for i in (0, 1, 2, 4, 5)]
     await store.close()
+
+
+async def test_a_round_writes_each_file_once(tmp_path: Path) -> None:
+    writes: list[int] = []
+
+    def counting_write(fd: int, data: memoryview) -> int:
+        writes.append(len(data))
+        return os.write(fd, data)
+
+    fsync = CountingFsync()
+    store = await EmbeddedLedgerStore.open(tmp_path, fsync=fsync, write=counting_write)
+    ledger_id = (await store.create_ledger({})).ledger_id
+    before = fsync.calls
+    assert await asyncio.gather(*(store.append(ledger_id, b"%03d" % i) for i in range(100))) == list(range(100))
+    assert len(writes) == fsync.calls - before <= 10  # one write per file per round, not one per append
+    assert sum(writes) == 100 * (HEADER_BYTES + 3)
+    await store.close()
+    reopened = await EmbeddedLedgerStore.open(tmp_path)
+    assert await reopened.read(ledger_id, 0, 99) == [b"%03d" % i for i in range(100)]
+    await reopened.close()
 
 
 async def test_a_lone_append_waits_for_one_fsync(tmp_path: Path) -> None:
