@@ -8,12 +8,9 @@ a file, a descriptor held afterwards, or metadata.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.abuse.conftest import http, open_fds, start_broker, unique
+from tests.abuse.conftest import http, open_fds, unique
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
 
@@ -30,15 +27,6 @@ PER_TOPIC_GETS = (
 )
 PARTITIONED_GETS = ("/partitioned-stats", "/partitioned-stats?perPartition=true", "/partitioned-internalStats",
                     "/subscriptions", "/partitions")
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = start_broker(tmp_path_factory)
-    try:
-        yield proc
-    finally:
-        proc.kill()
 
 
 def _files(root: Path) -> int:
