@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from magnetar.broker.inactive import InactiveTopics
 
 log = logging.getLogger("magnetar.broker")
+_NO_LOCK = contextlib.nullcontext()
 
 SYSTEM_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("pulsar", "system"))
 PARTITIONS_MAX = 10_000
@@ -95,6 +96,7 @@ class BrokerService:
         self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
         self._creating: dict[str, asyncio.Lock] = {}
         self._creating_users: dict[str, int] = {}
+        self._counted_creation = asyncio.Lock()  # creations while a topic quota is counted
         self._producer_counter = 0
         self.started_ms = self.clock.now_ms()
         self.closing = False
@@ -257,14 +259,15 @@ class BrokerService:
 
     @contextlib.asynccontextmanager
     async def _creation_lock(self, topic: TopicName) -> AsyncIterator[None]:
-        """One creation decision at a time per topic name (held only while a name is being created)."""
+        """One creation decision at a time per topic name (held only while a name is being created); with
+        maxTopicsPerNamespace set, one creation at a time in all, so a count and its creation are one step."""
         key = str(topic)
         lock = self._creating.get(key)
         if lock is None:
             lock = self._creating[key] = asyncio.Lock()
         self._creating_users[key] = self._creating_users.get(key, 0) + 1
         try:
-            async with lock:
+            async with lock, self._counted_creation if self.config.max_topics_per_namespace > 0 else _NO_LOCK:
                 yield
         finally:
             self._creating_users[key] -= 1
@@ -337,8 +340,8 @@ class BrokerService:
         out: list[str] = []
         for quoted in locals_:
             topic = TopicName.parse(f"persistent://{ns}/{urllib.parse.unquote(quoted)}")
-            meta = await self.partitioned_metadata(topic)
-            out += [str(topic.partition(i)) for i in range(meta.partitions)]
+            count = await self.partition_count(topic)  # a read: listing never creates (and takes no lock)
+            out += [str(topic.partition(i)) for i in range(count)]
         return out
 
     # ---- topics --------------------------------------------------------------------------------------

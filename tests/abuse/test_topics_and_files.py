@@ -6,6 +6,7 @@ and allows 20 topics per namespace.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pulsar
 import pytest
@@ -89,4 +90,17 @@ def test_a_namespace_holds_at_most_max_topics(broker: BrokerProcess) -> None:
         client.create_producer(f"persistent://{namespace}/p")  # existing partitions still serve
     finally:
         client.close()
+    assert len(http(broker, "GET", f"/admin/v2/namespaces/{namespace}/topics")[1]) == TOPICS_PER_NAMESPACE
+
+
+def test_concurrent_creations_cannot_overshoot_max_topics(broker: BrokerProcess) -> None:
+    """The count and the creation are one step: 20 creations at once with room for 5 leave exactly 20 topics."""
+    namespace = f"public/{unique('quota-race')}"
+    assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
+    for i in range(TOPICS_PER_NAMESPACE - 5):
+        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}")[0] == 204
+    paths = [f"/admin/v2/persistent/{namespace}/racer{i}" + ("/partitions" if i % 2 else "") for i in range(20)]
+    with ThreadPoolExecutor(max_workers=len(paths)) as pool:
+        statuses = list(pool.map(lambda path: http(broker, "PUT", path, 1 if path.endswith("s") else None)[0], paths))
+    assert sorted(set(statuses)) == [204, 412] and statuses.count(204) == 5, statuses
     assert len(http(broker, "GET", f"/admin/v2/namespaces/{namespace}/topics")[1]) == TOPICS_PER_NAMESPACE
