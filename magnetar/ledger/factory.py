@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from magnetar.clock import Clock, SystemClock
 from magnetar.ledger.api import (
     Cursor,
+    LedgerSummary,
     ManagedLedger,
     ManagedLedgerClosed,
     ManagedLedgerConfig,
@@ -168,6 +169,21 @@ class LedgerFactory:
             return await self._metadata.exists(ledger_key(name))
         except MetadataError as exc:
             raise ManagedLedgerError(f"checking {name} failed: {exc}") from exc
+
+    async def stored_record(self, name: str) -> tuple[Sequence[LedgerSummary], Mapping[str, str]] | None:
+        """The ledger list and properties of ``name`` without opening it (the open managed ledger's own when
+        it is open); None when it has no record."""
+        ledger = self._open.get(name)
+        if ledger is not None:
+            return ledger.ledgers(), dict(ledger.properties)
+        try:
+            stored = await self._metadata.get(ledger_key(name))
+        except MetadataError as exc:
+            raise ManagedLedgerError(f"reading the record of {name} failed: {exc}") from exc
+        if stored is None:
+            return None
+        record = decode_ledger(stored.value, ledger_key(name))
+        return record.ledgers, record.properties
 
     async def list_names(self) -> list[str]:
         """Every managed ledger with a record, found by walking the key tree under /managed-ledgers."""

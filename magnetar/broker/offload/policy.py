@@ -7,7 +7,8 @@ Pulsar's rules, as plain functions over ledger summaries (oldest first, the last
   default; negative: off) walks from the newest ledger back summing sizes; once the sum passes the
   threshold, every older ledger not offloaded yet goes;
 * ``offload_deletion_lag_ms`` (``managedLedgerOffloadDeletionLagMs`` by default; negative: never) is how long
-  after its copy completed a ledger's local copy is deleted.
+  after its copy completed a ledger's local copy is deleted;
+* an admin request is kept in a managed-ledger property until it completes, and resumed as a whole.
 
 No I/O here.
 """
@@ -96,3 +97,32 @@ def threshold_message_id(ledgers: Sequence[tuple[int, int]], threshold_bytes: in
             return Position(previous, 0)
         previous = ledger_id
     return None
+
+
+#: Managed-ledger property holding an admin-requested offload until it completes ("ledgerId:entryId"; ""
+#: when none), so an offload cut short by a crash or a failing store is resumed as a whole after restart.
+REQUEST_PROPERTY = "magnetar.offload.requested"
+
+
+def encode_request(until: Position) -> str:
+    return f"{until.ledger_id}:{until.entry_id}"
+
+
+def requested(properties: Mapping[str, str]) -> Position | None:
+    """The persisted request, None when there is none (or it is unreadable: nothing to resume)."""
+    ledger, sep, entry = properties.get(REQUEST_PROPERTY, "").partition(":")
+    try:
+        return Position(int(ledger), int(entry)) if sep else None
+    except ValueError:
+        return None
+
+
+def work_due(ledgers: Sequence[LedgerSummary], properties: Mapping[str, str], policies: OffloadPolicies,
+             now_ms: int) -> bool:
+    """Whether the pass has anything to do for a managed ledger (decided from its stored record)."""
+    until = requested(properties)
+    return bool(
+        (until is not None and before(ledgers, until)) or incomplete(ledgers)
+        or over_threshold(ledgers, policies.threshold_bytes)
+        or due_for_release(ledgers, policies.deletion_lag_ms, now_ms)
+    )

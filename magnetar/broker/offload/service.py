@@ -5,10 +5,15 @@ Owns, per topic, Pulsar's ``OffloadProcessStatus`` (``NOT_RUN``, ``RUNNING``, ``
 its crash safety and the release of local copies are the ledger layer's (``ManagedLedger.offload_ledger``,
 ``release_local``); this module decides what and when:
 
-* ``trigger``: the admin's ``PUT .../offload`` with a message id offloads the sealed ledgers before it;
-* the pass, every ``retentionCheckIntervalInSeconds``, over every loaded topic: interrupted offloads are
-  retried (fresh uuid), ledgers beyond the namespace's ``offload_threshold`` are offloaded, and local copies
-  older than ``offload_deletion_lag_ms`` are released.
+* ``trigger``: the admin's ``PUT .../offload`` with a message id offloads the sealed ledgers before it. The
+  request is kept in a managed-ledger property (``policy.REQUEST_PROPERTY``) before the answer and cleared
+  once it succeeded, so one cut short (SIGKILL, a failing store) is resumed as a whole by the pass;
+* the pass, every ``retentionCheckIntervalInSeconds``, over every loaded topic: persisted requests are
+  resumed, interrupted offloads retried (fresh uuid), ledgers beyond the namespace's ``offload_threshold``
+  offloaded, and local copies older than ``offload_deletion_lag_ms`` released. Then over the managed ledgers
+  that are not loaded (after a restart, or unloaded by the inactive sweep): each stored record is checked
+  without loading the topic, and only one with work due is loaded (at most ``UNLOADED_LOADS_PER_PASS_MAX``
+  a pass) and left for the inactive sweep to unload.
 
 A failure on one topic is logged with the store's reason, shown in its status, and never stops the rest.
 """
@@ -19,22 +24,31 @@ import asyncio
 import enum
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from magnetar.broker.errors import Conflict, PreconditionFailed
-from magnetar.broker.names import NamespaceName
+from magnetar.broker.errors import BrokerError, Conflict, PreconditionFailed
+from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.offload import policy
 from magnetar.broker.periodic import PeriodicPass
-from magnetar.broker.retention import RetentionTopics, SleepS, namespace_policies
+from magnetar.broker.retention import ExpiringTopic, RetentionTopics, SleepS, namespace_policies
 from magnetar.broker.stats import offload_read_json
 from magnetar.clock import Clock
-from magnetar.ledger.api import LedgerSummary, ManagedLedger, ManagedLedgerError, OffloadReadHealth, Position
+from magnetar.ledger.api import (
+    LedgerSummary,
+    ManagedLedger,
+    ManagedLedgerError,
+    ManagedLedgerFactory,
+    OffloadReadHealth,
+    Position,
+)
 from magnetar.metadata import api as md
 
 log = logging.getLogger("magnetar.broker.offload")
 
 #: Topics visited per pass, at most.
 TOPICS_PER_PASS_MAX = 100_000
+#: Topics that are not loaded, loaded by one pass because they have work due, at most.
+UNLOADED_LOADS_PER_PASS_MAX = 16
 
 
 class OffloadStatus(enum.Enum):
@@ -52,46 +66,74 @@ class TopicOffload:
     task: asyncio.Task[None] | None = None
 
 
+class OffloadBroker(RetentionTopics, Protocol):
+    """What the service needs of the broker: the retention task's needs, the stored managed ledgers, and
+    loading a topic."""
+
+    @property
+    def ledgers(self) -> ManagedLedgerFactory: ...
+
+    async def get_topic(self, topic: TopicName, *, create: bool) -> Any: ...
+
+
 class OffloadService:
-    def __init__(self, broker: RetentionTopics, clock: Clock, *, sleep_s: SleepS = asyncio.sleep) -> None:
-        """``broker`` offers what the retention task needs too: config, metadata, the loaded topics."""
+    def __init__(self, broker: OffloadBroker, clock: Clock, *, sleep_s: SleepS = asyncio.sleep) -> None:
+        """``broker`` offers what the retention task needs too (config, metadata, the loaded topics), the
+        stored managed ledgers and topic loading."""
         self._broker = broker
         self._clock = clock
         self._topics: dict[str, TopicOffload] = {}
         self._periodic = PeriodicPass("offload", self.run_once, sleep_s)
         self.passes = 0
+        self.loaded_for_offload = 0  # topics the pass loaded because they had work due
 
     # ---- admin ----------------------------------------------------------------------------------------------
 
     def status(self, ledger: ManagedLedger | None) -> dict[str, Any]:
-        """Pulsar's OffloadProcessStatus JSON (``None``: a topic with no ledger yet, never offloaded)."""
+        """Pulsar's OffloadProcessStatus JSON (``None``: a topic with no ledger yet, never offloaded); a
+        persisted request not resumed yet (after a restart) shows as RUNNING."""
         state = (self._topics.get(ledger.name) if ledger is not None else None) or TopicOffload()
         first = state.first_unoffloaded
-        return {"status": state.status.value, "lastError": state.last_error,
+        status = state.status
+        if status is OffloadStatus.NOT_RUN and ledger is not None and policy.requested(ledger.properties):
+            status = OffloadStatus.RUNNING
+        return {"status": status.value, "lastError": state.last_error,
                 "firstUnoffloadedMessage": {"ledgerId": first.ledger_id, "entryId": first.entry_id,
                                             "partitionIndex": -1},
                 **offload_read_json(ledger.offload_reads if ledger is not None else OffloadReadHealth())}
 
-    def trigger(self, ledger: ManagedLedger, until: Position) -> None:
-        """Start offloading the sealed ledgers before ``until``'s ledger; Conflict while one is running."""
+    async def trigger(self, ledger: ManagedLedger, until: Position) -> None:
+        """Persist the request, then start offloading the sealed ledgers before ``until``'s ledger; Conflict
+        while one is running."""
         if not ledger.offload_enabled:
             raise PreconditionFailed("Offload is not configured on this broker (managedLedgerOffloadDriver)")
         state = self._topics.setdefault(ledger.name, TopicOffload())
         if state.status is OffloadStatus.RUNNING:
             raise Conflict("Offload already running")
-        chosen = policy.before(ledger.ledgers(), until) + policy.incomplete(ledger.ledgers())
-        self._start(ledger, state, sorted({x.ledger_id for x in chosen}))
+        state.status = OffloadStatus.RUNNING  # taken before the await: a second trigger meanwhile conflicts
+        try:
+            await ledger.set_properties({policy.REQUEST_PROPERTY: policy.encode_request(until)})
+        except ManagedLedgerError as exc:
+            state.status, state.last_error = OffloadStatus.ERROR, f"the offload request was not stored: {exc}"
+            raise
+        self._start_request(ledger, state, until)
 
-    def _start(self, ledger: ManagedLedger, state: TopicOffload, ledger_ids: list[int]) -> None:
+    def _start_request(self, ledger: ManagedLedger, state: TopicOffload, until: Position) -> None:
+        chosen = policy.before(ledger.ledgers(), until) + policy.incomplete(ledger.ledgers())
+        self._start(ledger, state, sorted({x.ledger_id for x in chosen}), request=True)
+
+    def _start(self, ledger: ManagedLedger, state: TopicOffload, ledger_ids: list[int], *, request: bool) -> None:
         state.status, state.last_error = OffloadStatus.RUNNING, ""
         state.task = asyncio.get_running_loop().create_task(
-            self._offload(ledger, state, ledger_ids), name=f"offload {ledger.name}"
+            self._offload(ledger, state, ledger_ids, request), name=f"offload {ledger.name}"
         )
 
-    async def _offload(self, ledger: ManagedLedger, state: TopicOffload, ledger_ids: list[int]) -> None:
+    async def _offload(self, ledger: ManagedLedger, state: TopicOffload, ledger_ids: list[int], request: bool) -> None:
         try:
             for ledger_id in ledger_ids:  # oldest first: the local disk frees from the oldest data on
                 await ledger.offload_ledger(ledger_id)
+            if request:  # done as a whole: nothing to resume
+                await ledger.set_properties({policy.REQUEST_PROPERTY: ""})
         except ManagedLedgerError as exc:
             state.status, state.last_error = OffloadStatus.ERROR, str(exc)
             log.error("%s: offload failed: %s", ledger.name, exc)
@@ -126,43 +168,83 @@ class OffloadService:
             await asyncio.wait(tasks)
 
     async def run_once(self) -> None:
-        """One pass over the loaded topics: retry, offload by threshold, release by deletion lag."""
-        config = self._broker.config
+        """One pass: the loaded topics, then the stored managed ledgers that are not loaded."""
         cache: dict[NamespaceName, policy.OffloadPolicies] = {}
-        for ns, topic in self._broker.loaded_topics()[:TOPICS_PER_PASS_MAX]:
-            ledger = topic.ledger
-            if not ledger.offload_enabled:
-                continue
-            try:
-                policies = cache.get(ns)
-                if policies is None:
-                    raw = await namespace_policies(self._broker.metadata, ns)
-                    policies = cache[ns] = policy.resolve(
-                        raw, config.managed_ledger_offload_auto_trigger_size_threshold_bytes,
-                        config.managed_ledger_offload_deletion_lag_ms,
-                    )
-                await self._apply(ledger, policies)
-            except (ManagedLedgerError, md.MetadataError) as exc:
-                log.warning("offload of %s skipped this pass: %s", ledger.name, exc)
+        loaded_topics = self._broker.loaded_topics()
+        for ns, topic in loaded_topics[:TOPICS_PER_PASS_MAX]:
+            await self._visit(ns, topic, cache)
+        await self._unloaded_pass({t.ledger.name for _, t in loaded_topics}, cache)
         loaded = {topic.ledger.name for _, topic in self._broker.loaded_topics()}
         for name in [n for n, s in self._topics.items() if n not in loaded and s.task is None]:
             del self._topics[name]  # bounded by the loaded topics
         self.passes += 1
+
+    async def _policies(self, ns: NamespaceName, cache: dict[NamespaceName, policy.OffloadPolicies]
+                        ) -> policy.OffloadPolicies:
+        policies = cache.get(ns)
+        if policies is None:
+            config = self._broker.config
+            raw = await namespace_policies(self._broker.metadata, ns)
+            policies = cache[ns] = policy.resolve(raw, config.managed_ledger_offload_auto_trigger_size_threshold_bytes,
+                                                  config.managed_ledger_offload_deletion_lag_ms)
+        return policies
+
+    async def _visit(self, ns: NamespaceName, topic: ExpiringTopic,
+                     cache: dict[NamespaceName, policy.OffloadPolicies]) -> None:
+        ledger = topic.ledger
+        if not ledger.offload_enabled:
+            return
+        try:
+            await self._apply(ledger, await self._policies(ns, cache))
+        except (ManagedLedgerError, md.MetadataError) as exc:
+            log.warning("offload of %s skipped this pass: %s", ledger.name, exc)
+
+    async def _unloaded_pass(self, loaded: set[str], cache: dict[NamespaceName, policy.OffloadPolicies]) -> None:
+        """Managed ledgers that are not loaded: their stored records are checked, and the few with work due
+        are loaded (the inactive sweep unloads them again)."""
+        try:
+            names = await self._broker.ledgers.list_names()
+        except (ManagedLedgerError, md.MetadataError) as exc:
+            log.warning("offload pass: listing the managed ledgers failed: %s", exc)
+            return
+        loads = 0
+        for name in [n for n in names if n not in loaded][:TOPICS_PER_PASS_MAX]:
+            if loads >= UNLOADED_LOADS_PER_PASS_MAX:
+                break  # the next pass goes on
+            try:
+                topic = TopicName.from_managed_ledger_name(name)
+                record = await self._broker.ledgers.stored_record(name)
+                policies = await self._policies(topic.namespace_name, cache)
+                if record is None or not policy.work_due(*record, policies, self._clock.now_ms()):
+                    continue
+                loads += 1
+                loaded_topic = await self._broker.get_topic(topic, create=False)
+            except (ValueError, BrokerError, ManagedLedgerError, md.MetadataError) as exc:
+                log.debug("offload pass: %s not visited: %s", name, exc)
+                continue
+            self.loaded_for_offload += 1
+            log.info("offload pass: loaded %s (not loaded, offload work due)", topic)
+            await self._visit(topic.namespace_name, loaded_topic, cache)
 
     async def _apply(self, ledger: ManagedLedger, policies: policy.OffloadPolicies) -> None:
         state = self._topics.setdefault(ledger.name, TopicOffload())
         if state.status is OffloadStatus.RUNNING:
             return
         summaries = ledger.ledgers()
-        due: list[LedgerSummary] = policy.incomplete(summaries) + policy.over_threshold(summaries,
-                                                                                         policies.threshold_bytes)
-        if due:
-            self._start(ledger, state, sorted({x.ledger_id for x in due}))
+        until = policy.requested(ledger.properties)
+        if until is not None:  # an admin request cut short (a crash, a failing store): resumed as a whole
+            log.info("%s: resuming the requested offload up to %s", ledger.name, until)
+            self._start_request(ledger, state, until)
             await self.wait(ledger)
+        else:
+            due: list[LedgerSummary] = policy.incomplete(summaries) + policy.over_threshold(
+                summaries, policies.threshold_bytes)
+            if due:
+                self._start(ledger, state, sorted({x.ledger_id for x in due}), request=False)
+                await self.wait(ledger)
         for summary in policy.due_for_release(ledger.ledgers(), policies.deletion_lag_ms, self._clock.now_ms()):
             try:
                 await ledger.release_local(summary.ledger_id)
             except ManagedLedgerError as exc:  # the offloaded copy failed its check: the operator must know
                 state.status, state.last_error = OffloadStatus.ERROR, str(exc)
                 log.error("%s: local copy of ledger %d kept: %s", ledger.name, summary.ledger_id, exc)
-

@@ -126,7 +126,7 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
     async def offload(req: web.Request) -> web.Response:
         until, _ = parse_message_id(await json_body(req, required=True))
         topic = await admin.load(_topic(req))
-        admin.broker.offload.trigger(topic.ledger, until or Position(2**63 - 1, 2**63 - 1))
+        await admin.broker.offload.trigger(topic.ledger, until or Position(2**63 - 1, 2**63 - 1))
         return no_content()
 
     async def offload_status(req: web.Request) -> web.Response:

@@ -1,8 +1,12 @@
 """Faults of the S3 endpoint with the real broker process and the official client: the endpoint down during
-an offload (ERROR status with the reason, local copy kept and served, automatic retry under a fresh uuid
-once it is back), down during reads of offloaded ledgers (nothing delivered, never wrong data, delivery
-resumes by itself), and SIGKILL in the middle of an offload (retried after restart, the stale attempt's
-uuid never becomes the ledger's copy). The broker reaches moto through a TCP gate the test opens and closes."""
+an offload (ERROR status with the reason, local copy kept and served, the stored request resumed whole under
+a fresh uuid once it is back), down during reads of offloaded ledgers (nothing delivered, never wrong data,
+the error in offload-status / stats / internal stats / metrics, admin reads answer 500, delivery resumes by
+itself in order), a deleted object and a corrupted block (errors, never data; delivery resumes once
+restored), GET_LAST_MESSAGE_ID needing the failing store, SIGKILL in the middle of an offload (the request
+resumed after restart without touching the topic, the stale attempt's uuid never becomes the ledger's
+copy), and the threshold reaching topics not loaded after a restart. The broker reaches moto through a TCP
+gate the test opens and closes."""
 
 from __future__ import annotations
 
@@ -107,8 +111,7 @@ def test_endpoint_down_during_offload_then_back(broker: BrokerProcess, gate: Tcp
             client.close()
     finally:
         gate.open()
-    assert offloaded_count(broker, local, 1), broker.log_text()[-3000:]  # the interrupted one: retried by itself
-    assert admin(broker, "topics", "offload", "-s", "0", topic)[0] == 0  # the operator asks again for the rest
+    assert offloaded_count(broker, local, 2), broker.log_text()[-3000:]  # the stored request: resumed whole
     code, out = admin(broker, "topics", "offload-status", "-w", topic)
     assert code == 0 and "success" in out, out
     assert [x["offloaded"] for x in internal_stats(broker, local)["ledgers"]] == [True, True, False]
@@ -228,14 +231,50 @@ def test_sigkill_mid_offload_is_retried_under_a_fresh_uuid(
             proc.kill()
         finally:
             gate.open()
-        proc.start()
-        assert not first_context(proc, local)["complete"]  # loads the topic: the periodic pass now sees it
-        assert offloaded_count(proc, local, 1), proc.log_text()[-3000:]
+        proc.start()  # the topic is not touched: the pass finds the stored request and resumes all of it
+        assert offloaded_count(proc, local, 2), proc.log_text()[-3000:]
+        assert f"resuming the requested offload up to {2**62}:0" in proc.log_text()
+        code, out = admin(proc, "topics", "offload-status", "-w", topic)
+        assert code == 0 and "success" in out, out
+        stats = internal_stats(proc, local)
+        offloaded = [x["offloaded"] for x in stats["ledgers"]]
+        assert offloaded[-1] is False and all(offloaded[:-1]) and len(offloaded) >= 3  # all sealed ones
+        assert stats["properties"]["magnetar.offload.requested"] == ""  # done: nothing left to resume
         done = first_context(proc, local)
         assert done["complete"] and uuid_of(done) != uuid_of(stale)
         assert not [k for k in moto.keys(BUCKET) if k.startswith(uuid_of(stale))]
-        assert admin(proc, "topics", "offload", "-s", "0", topic)[0] == 0
-        assert admin(proc, "topics", "offload-status", "-w", topic)[0] == 0
+        client = make_client(proc.url)
+        try:
+            reader = client.create_reader(topic, pulsar.MessageId.earliest)
+            assert [reader.read_next(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
+        finally:
+            client.close()
+    finally:
+        proc.kill()
+
+
+def test_threshold_offloads_topics_not_loaded_after_a_restart(gate: TcpGate, tmp_path: Path) -> None:
+    proc = start_broker(tmp_path / "data", gated_args(gate))
+    try:
+        local = f"cold-{uuid.uuid4().hex[:6]}"
+        topic = f"persistent://public/cold/{local}"
+        assert admin(proc, "namespaces", "create", "public/cold")[0] == 0
+        client = make_client(proc.url)
+        try:
+            producer = client.create_producer(topic, batching_enabled=False)
+            for data in EXPECTED:  # two sealed ledgers and a current one
+                producer.send(data)
+        finally:
+            client.close()
+        proc.kill()
+        proc.start()  # the topic is not loaded, and nothing touches it
+        assert admin(proc, "namespaces", "set-offload-threshold", "--size", "0", "public/cold")[0] == 0
+        pattern = f"{local}: deleted the local copy of offloaded ledger"
+        assert proc.wait_for(lambda log: log.count(pattern) >= 2, WAIT_S), proc.log_text()[-3000:]
+        assert f"offload pass: loaded {topic}" in proc.log_text()
+        status, stats = call(proc.web_url, "GET", f"/admin/v2/persistent/public/cold/{local}/internalStats")
+        assert status == 200 and [x["offloaded"] for x in stats["ledgers"]][:2] == [True, True]
+        assert all(x["offloadContext"]["bookkeeperDeleted"] for x in stats["ledgers"][:2])
         client = make_client(proc.url)
         try:
             reader = client.create_reader(topic, pulsar.MessageId.earliest)
