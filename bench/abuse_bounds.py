@@ -7,12 +7,16 @@ Each case starts its own ``magnetar standalone`` with the default limits (``--se
 ``/proc`` before and after. Cases: ``pings`` (a client that sends PINGs and never reads), ``listing``
 (GET_TOPICS_OF_NAMESPACE answers ~150 KB, never read), ``stalled`` (120 subscriptions on one connection
 that never reads), ``topics`` (one client auto-creates N topics: descriptors while it runs and once
-inactive topics are unloaded), ``names`` (40 producers with the largest name and metadata allowed).
+inactive topics are unloaded), ``names`` (40 producers with the largest name and metadata allowed),
+``shared`` (one Shared subscription, a consumer on a connection that never reads and one on an official
+client: what the reader still receives), ``gets`` (admin GETs on every partition of a fresh --topics
+partitioned topic: descriptors and files created).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
@@ -141,8 +145,77 @@ def case_names(proc: BrokerProcess, args: argparse.Namespace) -> dict[str, float
     return {"rss_growth_MiB": grown / MIB, "4096_char_name_refused": refused}
 
 
+def case_shared(proc: BrokerProcess, args: argparse.Namespace) -> dict[str, float]:
+    """One Shared subscription: a consumer on a connection that never reads, another on an official client."""
+    import json
+    import urllib.request
+
+    import pulsar
+
+    from tests.integration.conftest import make_client
+
+    sock = raw_client(proc)
+    sock.sendall(proto.encode_command(proto.commands.subscribe("shared", "s", proto.pb.CommandSubscribe.Shared, 1, 1)))
+    sock.settimeout(15)
+    decoder, types = proto.FrameDecoder(proto.max_frame_bytes_for(proto.DEFAULT_MAX_MESSAGE_SIZE)), []
+    for _ in range(100):  # until SUCCESS: the consumer exists before its FLOW
+        decoder.feed(sock.recv(65536))
+        while (frame := decoder.next_frame()) is not None:
+            types.append(frame.command.type)
+        if proto.pb.BaseCommand.SUCCESS in types:
+            break
+    sock.sendall(proto.encode_command(proto.commands.flow(1, 1000)))  # and nothing is read any more
+    client = make_client(proc.url)
+    reader = client.subscribe("shared", "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=4)
+    producer = client.create_producer("shared", batching_enabled=False)
+    before, peak, sent, received = rss(proc), 0, 0, 0
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline:
+        producer.send(b"m" * (900 * 1024))
+        sent += 1
+        try:
+            reader.acknowledge(reader.receive(1_000))
+            received += 1
+        except pulsar.Timeout:
+            pass  # this one went to the stalled consumer
+        peak = max(peak, rss(proc) - before)
+    url = f"{proc.web_url}/admin/v2/persistent/public/default/shared/stats"
+    with urllib.request.urlopen(url, timeout=15) as reply:
+        consumers = json.loads(reply.read())["subscriptions"]["s"]["consumers"]
+    client.close()
+    stalled = sum(c["msgOutCounter"] for c in consumers if c["consumerName"] != reader.consumer_name())
+    return {"published": sent, "reader_received": received, "sent_to_stalled": stalled,
+            "rss_growth_peak_MiB": peak / MIB}
+
+
+def case_gets(proc: BrokerProcess, args: argparse.Namespace) -> dict[str, float]:
+    """Every admin GET kind on a declared, never-written partitioned topic of --topics partitions."""
+    import urllib.error
+    import urllib.request
+
+    def call(method: str, path: str, body: bytes | None = None) -> None:
+        request = urllib.request.Request(proc.web_url + path, data=body, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with contextlib.suppress(urllib.error.HTTPError):  # a 404 (no message, no subscription) is an answer
+            urllib.request.urlopen(request, timeout=60).read()
+
+    base = "/admin/v2/persistent/public/default/wide"
+    call("PUT", base + "/partitions", str(args.topics).encode())
+    files = sum(len(f) for _, _, f in os.walk(proc.data_dir))
+    idle, started = fds(proc), time.monotonic()
+    for suffix in ("/partitioned-stats?perPartition=true", "/partitioned-internalStats", "/subscriptions"):
+        call("GET", base + suffix)
+    for i in range(args.topics):
+        for suffix in ("/stats", "/internalStats", "/lastMessageId", "/subscriptions"):
+            call("GET", f"{base}-partition-{i}{suffix}")
+    return {"partitions": args.topics, "gets": 3 + 4 * args.topics, "seconds": time.monotonic() - started,
+            "fds_before": idle, "fds_after": fds(proc),
+            "new_files": sum(len(f) for _, _, f in os.walk(proc.data_dir)) - files}
+
+
 CASES: dict[str, Callable[[BrokerProcess, argparse.Namespace], dict[str, float]]] = {
     "pings": case_pings, "listing": case_listing, "stalled": case_stalled, "topics": case_topics, "names": case_names,
+    "shared": case_shared, "gets": case_gets,
 }
 
 
