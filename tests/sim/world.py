@@ -18,6 +18,9 @@ flight). After every restart and crash the invariants are checked (:meth:`Simula
 * every ledger the managed-ledger record references exists in storage, unless its local copy was released
   after a complete offload; every complete offloaded copy verifies (offload/release run in the background
   over an in-memory object store with its own faults, so crashes cut them anywhere);
+* a consumer read of an offloaded ledger that the object store fails (read faults while consuming) moves
+  nothing: the cursor's read position stays, so after the store heals the same entries are read, in order;
+  the failure shows in the managed ledger's read health, and a good read from the store clears it;
 * each recovered cursor equals its durable record; that record acknowledges nothing the simulation did
   not acknowledge (no phantom ack: that would lose data), and holds every ack older than the persistence
   window (``cursor_persist_interval_ms``) unless a metadata fault happened since, and every ack a
@@ -44,10 +47,12 @@ from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStore
 from magnetar.clock import ManualClock
 from magnetar.faults import FaultPlan as BlobFaultPlan
 from magnetar.ledger.api import (
+    Entry,
     InitialPosition,
     ManagedLedgerConfig,
     ManagedLedgerError,
     ManagedLedgerFenced,
+    OffloadReadError,
     Position,
     RetentionPolicy,
 )
@@ -226,6 +231,8 @@ class Stats:
     offloads: int = 0
     releases: int = 0
     offload_faults: int = 0
+    offload_reads: int = 0  # consumer reads served by the object store (released ledgers)
+    offload_read_faults: int = 0  # consumer reads of offloaded ledgers the object store failed
 
 
 class Simulation(SeedTrace):
@@ -430,17 +437,45 @@ class Simulation(SeedTrace):
             return
         if self.rng.random() < 0.1:
             cursor.rewind()
+        before = cursor.read_position
         try:
             entries = await cursor.read_entries(self.rng.randint(1, 10))
+        except OffloadReadError as exc:  # the object store failed a read of an offloaded ledger
+            self.check_offload_read_fault(topic, cursor, before, exc)
+            return
         except ManagedLedgerError as exc:
             self.note(f"consume {topic.index}/{name} failed: {exc}")
             return
+        self.check_offload_reads(topic, entries)
         for entry in entries:
             if model.acked(entry.position):
                 raise self.fail(f"{topic.name}/{name} read {entry.position}, which it acknowledged")
             self.check_payload(topic, entry.position, entry.data)
             model.delivered.append(entry.position)
         self.note(f"consume {topic.index}/{name}: {[str(e.position) for e in entries]}")
+
+    def check_offload_read_fault(self, topic: TopicModel, cursor: ManagedCursor, before: Position,
+                                 exc: OffloadReadError) -> None:
+        """A failed read of an offloaded ledger skips nothing (the read position stays, so the same entries
+        are read again once the store heals) and shows in the managed ledger's read health."""
+        self.stats.offload_read_faults += 1
+        if cursor.read_position != before:
+            raise self.fail(f"{topic.name}: a failed offload read moved {cursor.name} from {before} to "
+                            f"{cursor.read_position}: entries would be skipped")
+        reads = self.ledgers[topic.name].offload_reads
+        if reads.failing_ledger != exc.ledger_id or not reads.last_error:
+            raise self.fail(f"{topic.name}: the failed read of ledger {exc.ledger_id} is not in the read health")
+        self.note(f"consume {topic.index}/{cursor.name}: offload read fault on ledger {exc.ledger_id}")
+
+    def check_offload_reads(self, topic: TopicModel, entries: list[Entry]) -> None:
+        """A good read of a released ledger (served by the store) clears that ledger's read error."""
+        ledger = self.ledgers[topic.name]
+        released = {x.ledger_id for x in ledger.ledgers() if x.offload is not None and x.offload.local_deleted}
+        served = {e.position.ledger_id for e in entries} & released
+        self.stats.offload_reads += bool(served)
+        if ledger.offload_reads.failing_ledger in served:
+            raise self.fail(f"{topic.name}: ledger {ledger.offload_reads.failing_ledger} was read from the store "
+                            "but its read error stays")
 
     def check_payload(self, topic: TopicModel, position: Position, data: bytes) -> None:
         index, _, seq_text = data.decode().partition(":")
