@@ -233,7 +233,7 @@ class BrokerService:
         async with self._creation_lock(topic):
             if str(topic) in self.topics or await self.ledgers.exists(topic.managed_ledger_name):
                 return False
-            await self.check_topic_quota(topic.namespace_name, partitions)
+            await self.check_topic_quota(topic, partitions)
             try:
                 await self.metadata.put(
                     partitioned_topic_key(topic), json.dumps({"partitions": partitions}).encode(), md.NEW_KEY
@@ -248,12 +248,13 @@ class BrokerService:
         log.info("created partitioned topic %s with %d partitions", topic, partitions)
         return True
 
-    async def check_topic_quota(self, ns: NamespaceName, adding: int) -> None:
-        """maxTopicsPerNamespace: topics (partitions counted one by one) a namespace may hold."""
-        limit = self.config.max_topics_per_namespace
-        if limit <= 0:
+    async def check_topic_quota(self, topic: TopicName, adding: int) -> None:
+        """maxTopicsPerNamespace: topics (partitions counted one by one) a namespace may hold; system topics
+        are neither counted nor refused, as in Pulsar."""
+        limit, ns = self.config.max_topics_per_namespace, topic.namespace_name
+        if limit <= 0 or ns == NamespaceName("pulsar", "system") or is_snapshot_topic(str(topic)):
             return
-        existing = len(await self.list_topics(ns))
+        existing = sum(not is_snapshot_topic(t) for t in await self.list_topics(ns))
         if existing + adding > limit:
             raise TopicQuotaExceeded("Exceed maximum number of topics in namespace.")  # Pulsar's words
 
@@ -281,7 +282,7 @@ class BrokerService:
                 return False
             if await self.ledgers.exists(topic.managed_ledger_name):
                 return True
-            await self.check_topic_quota(topic.namespace_name, 1)
+            await self.check_topic_quota(topic, 1)
             ledger = await self._open_ledger(topic)
             if not await self._still_plain(topic, ledger):
                 return False
@@ -387,7 +388,7 @@ class BrokerService:
                 if not topic.is_partition and await self._get(partitioned_topic_key(topic)) is not None:
                     raise NotAllowed(f"{topic} is a partitioned topic: use its partitions")
                 if not topic.is_partition:  # a declared partitioned topic's partitions were counted with it
-                    await self.check_topic_quota(topic.namespace_name, 1)
+                    await self.check_topic_quota(topic, 1)
                 log.info("creating topic %s", topic)
                 ledger = await self._open_ledger(topic)
                 if not await self._still_plain(topic, ledger):

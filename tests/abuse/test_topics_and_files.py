@@ -104,3 +104,13 @@ def test_concurrent_creations_cannot_overshoot_max_topics(broker: BrokerProcess)
         statuses = list(pool.map(lambda path: http(broker, "PUT", path, 1 if path.endswith("s") else None)[0], paths))
     assert sorted(set(statuses)) == [204, 412] and statuses.count(204) == 5, statuses
     assert len(http(broker, "GET", f"/admin/v2/namespaces/{namespace}/topics")[1]) == TOPICS_PER_NAMESPACE
+
+
+def test_system_topics_do_not_count_against_max_topics(broker: BrokerProcess) -> None:
+    namespace = f"public/{unique('quota-system')}"
+    assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
+    for i in range(TOPICS_PER_NAMESPACE - 1):
+        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}")[0] == 204
+    assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/__transaction_buffer_snapshot")[0] == 204
+    assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t-last")[0] == 204  # the 20th counted
+    assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t-over")[0] == 412
