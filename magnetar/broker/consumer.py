@@ -8,10 +8,11 @@ those entries back. It writes MESSAGE frames through its endpoint and knows noth
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from magnetar import protocol as proto
 from magnetar.broker.endpoint import Endpoint
 from magnetar.ledger.api import Position
+from magnetar.protocol.message_frame import MessageFrames
 
 
 class SubType:
@@ -23,9 +24,8 @@ class SubType:
     LABELS = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One entry on its way to a consumer, with what dispatch needs to know of it."""
+class Delivery(NamedTuple):
+    """One entry on its way to a consumer, with what dispatch needs to know of it (a tuple: one per entry)."""
 
     position: Position
     data: bytes
@@ -61,30 +61,32 @@ class Consumer:
     closed: bool = False
     last_consumed_ms: int = 0  # stats: when a message last went out, and when the consumer last acked
     last_acked_ms: int = 0
+    _frames: MessageFrames | None = field(default=None, repr=False)  # made on the first delivery
 
     def add_permits(self, n: int) -> None:
         self.permits = min(self.permits + max(n, 0), self.max_permits)
 
     def deliver(self, deliveries: list[Delivery], now_ms: int = 0) -> None:
         """Encode and queue MESSAGE frames; the caller awaits ``endpoint.drain()``."""
-        if deliveries and now_ms:
+        if not deliveries:
+            return
+        if now_ms:
             self.last_consumed_ms = now_ms
-        for d in deliveries:
-            cmd = proto.commands.message(
-                self.consumer_id,
-                d.position.ledger_id,
-                d.position.entry_id,
-                self.partition,
-                redelivery_count=d.redelivery_count,
-                ack_set=d.ack_set,
-            )
-            self.endpoint.send_frame(proto.encode_payload_command(cmd, d.data))
-            self.permits -= d.num_messages
-            self.unacked_messages += d.num_messages - self.unacked.get(d.position, 0)
-            self.unacked[d.position] = d.num_messages
-            self.msg_out_counter += d.num_messages
-            self.bytes_out_counter += len(d.data)
-
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = MessageFrames(self.consumer_id, self.partition)
+        send_frame, unacked = self.endpoint.send_frame, self.unacked
+        messages = out_bytes = newly_unacked = 0
+        for position, data, num_messages, redelivery_count, ack_set in deliveries:
+            send_frame(frames.frame(position.ledger_id, position.entry_id, data, redelivery_count, ack_set))
+            messages += num_messages
+            out_bytes += len(data)
+            newly_unacked += num_messages - unacked.get(position, 0)
+            unacked[position] = num_messages
+        self.permits -= messages
+        self.unacked_messages += newly_unacked
+        self.msg_out_counter += messages
+        self.bytes_out_counter += out_bytes
         if self.max_unacked_messages and self.unacked_messages >= self.max_unacked_messages:
             self.blocked = True
 
@@ -100,6 +102,12 @@ class Consumer:
     def forget(self, position: Position) -> bool:
         """Drop an acked entry; True when that unblocked the consumer."""
         self.unacked_messages -= self.unacked.pop(position, 0)
+        return self._maybe_unblock()
+
+    def forget_all(self, positions: list[Position]) -> bool:
+        """Drop acked entries; True when that unblocked the consumer."""
+        pop = self.unacked.pop
+        self.unacked_messages -= sum([pop(p, 0) for p in positions])
         return self._maybe_unblock()
 
     def forget_up_to(self, position: Position) -> list[Position]:

@@ -21,7 +21,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, Delivery, SubType
@@ -70,14 +70,13 @@ class EntryGate(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """A read entry with what dispatch decisions need from its metadata."""
+class Prepared(NamedTuple):
+    """A read entry with what dispatch decisions need from its metadata (a tuple: one is made per entry)."""
 
     position: Position
     data: bytes
     num_messages: int
-    key_hash: int
+    key_hash: int  # 0 unless the subscription is Key_Shared
     deliver_at_ms: int | None
 
 
@@ -102,6 +101,7 @@ class Dispatcher:
         self._failures_in_row = 0
         self._backing_off = False  # after a failed read, until its retry is due
         self.read_failures = 0  # failed reads since this dispatcher started
+        self._hash_keys = sub_type == SubType.KEY_SHARED  # only Key_Shared routes by the key's hash
         self._gate = gate
         self._auto_skip_corrupted = auto_skip_corrupted
         self._ledger = ledger
@@ -144,6 +144,8 @@ class Dispatcher:
         raise NotImplementedError
 
     def acknowledged(self, positions: Iterable[Position]) -> None:
+        if not self._redelivery_counts:
+            return
         for p in positions:
             self._redelivery_counts.pop(p, None)
 
@@ -246,19 +248,21 @@ class Dispatcher:
     def _prepare(self, entries: list[Entry]) -> list[Prepared]:
         prepared = []
         markers = []
-        for e in entries:
-            meta = proto.parse_entry_metadata(e.data)
-            verdict = self._gate.verdict(e.position, meta) if self._gate is not None else GATE_DELIVER
-            if meta.HasField("marker_type") or verdict == GATE_DROP:
-                markers.append(e.position)
+        gate = self._gate
+        for position, data in entries:
+            meta = proto.parse_entry_metadata(data)
+            verdict = gate.verdict(position, meta) if gate is not None else GATE_DELIVER
+            if verdict == GATE_DROP or meta.HasField("marker_type"):
+                markers.append(position)
                 if self.on_marker is not None and meta.HasField("marker_type"):
-                    self.on_marker(e.position, meta, e.data)
+                    self.on_marker(position, meta, data)
                 continue
             if verdict == GATE_HOLD:
                 continue
-            num = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
+            num = meta.num_messages_in_batch  # 1 when absent (the field's default)
             deliver_at = int(meta.deliver_at_time) if meta.HasField("deliver_at_time") else None
-            prepared.append(Prepared(e.position, e.data, max(num, 1), key_hash(sticky_key(meta)), deliver_at))
+            hashed = key_hash(sticky_key(meta)) if self._hash_keys else 0
+            prepared.append(Prepared(position, data, num if num > 0 else 1, hashed, deliver_at))
         if markers:
             self._cursor.acknowledge(markers)
         return prepared
@@ -269,7 +273,8 @@ class Dispatcher:
         if held:  # batch indexes an open transaction acked are not handed out again
             unacked = words_to_int(ack_set, p.num_messages) if ack_set is not None else all_set(p.num_messages)
             ack_set = int_to_words(unacked & ~held)
-        return Delivery(p.position, p.data, p.num_messages, self._redelivery_counts.get(p.position, 0), ack_set)
+        count = self._redelivery_counts.get(p.position, 0) if self._redelivery_counts else 0
+        return Delivery(p.position, p.data, p.num_messages, count, ack_set)
 
 
 class SingleActiveDispatcher(Dispatcher):

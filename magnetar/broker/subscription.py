@@ -149,8 +149,9 @@ class Subscription:
                         self.dispatcher.wake()
             return
         whole: list[Position] = []
+        signed = proto.ids.signed
         for mid in ids:
-            pos = Position(proto.ids.signed(mid.ledgerId), proto.ids.signed(mid.entryId))
+            pos = Position(signed(mid.ledgerId), signed(mid.entryId))
             if mid.ack_set:
                 self.cursor.acknowledge_batch_indexes(pos, list(mid.ack_set), self._batch_size(consumer, mid))
                 if not self.cursor.is_acknowledged(pos):
@@ -158,9 +159,7 @@ class Subscription:
             whole.append(pos)
         if whole:
             self.cursor.acknowledge(whole)
-            unblocked = False
-            for p in whole:
-                unblocked = consumer.forget(p) or unblocked
+            unblocked = consumer.forget_all(whole)
             if self.dispatcher is not None:
                 self.dispatcher.acknowledged(whole)
                 if unblocked:

@@ -68,6 +68,17 @@ class AckState:
     # ---- acknowledgement -----------------------------------------------------------------------------------
 
     def ack(self, position: Position) -> bool:
+        mark_delete = self._mark_delete
+        if (
+            not self._ranges
+            and position.ledger_id == mark_delete.ledger_id
+            and position.entry_id == mark_delete.entry_id + 1
+            and self._ledgers.is_entry(position)
+        ):  # the entry right after the mark-delete position, no gaps: acks in order take only this step
+            if self._batches:
+                self._batches.pop(position, None)
+            self._mark_delete = position
+            return True
         if not self._ledgers.is_entry(position) or self.is_acked(position):
             return False
         self._ranges.add(position)
