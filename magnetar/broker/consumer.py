@@ -7,6 +7,7 @@ those entries back. It writes MESSAGE frames through its endpoint and knows noth
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -22,6 +23,11 @@ class SubType:
     KEY_SHARED = 3
 
     LABELS = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
+
+
+#: What ``Consumer.deliver`` takes per entry: a :class:`Delivery` or a plain tuple of its fields (dispatch
+#: builds plain tuples: one is made per entry, and a named tuple's constructor is a Python call).
+DeliveryFields = tuple[Position, bytes, int, int, "list[int] | None"]
 
 
 class Delivery(NamedTuple):
@@ -66,7 +72,7 @@ class Consumer:
     def add_permits(self, n: int) -> None:
         self.permits = min(self.permits + max(n, 0), self.max_permits)
 
-    def deliver(self, deliveries: list[Delivery], now_ms: int = 0) -> None:
+    def deliver(self, deliveries: Sequence[DeliveryFields], now_ms: int = 0) -> None:
         """Encode and queue MESSAGE frames; the caller awaits ``endpoint.drain()``."""
         if not deliveries:
             return

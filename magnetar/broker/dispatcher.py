@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from magnetar import protocol as proto
-from magnetar.broker.consumer import Consumer, Delivery, SubType
+from magnetar.broker.consumer import Consumer, DeliveryFields, SubType
 from magnetar.broker.key_shared import key_hash, sticky_key
 from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, OffloadReadError, Position
@@ -267,14 +267,14 @@ class Dispatcher:
             self._cursor.acknowledge(markers)
         return prepared
 
-    def _delivery(self, p: Prepared) -> Delivery:
+    def _delivery(self, p: Prepared) -> DeliveryFields:
         ack_set = self._cursor.batch_ack_set(p.position)
         held = self._gate.pending_mask(p.position) if self._gate is not None else 0
         if held:  # batch indexes an open transaction acked are not handed out again
             unacked = words_to_int(ack_set, p.num_messages) if ack_set is not None else all_set(p.num_messages)
             ack_set = int_to_words(unacked & ~held)
         count = self._redelivery_counts.get(p.position, 0) if self._redelivery_counts else 0
-        return Delivery(p.position, p.data, p.num_messages, count, ack_set)
+        return p.position, p.data, p.num_messages, count, ack_set
 
 
 class SingleActiveDispatcher(Dispatcher):

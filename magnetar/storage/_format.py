@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import crc32c
@@ -77,6 +78,28 @@ def decode(buf: memoryview, offset: int, end: int, ledger_id: int, entry_id: int
             f"ledger {ledger_id} entry {entry_id} failed its checksum", ledger_id=ledger_id, entry_id=entry_id
         )
     return bytes(buf[offset + HEADER_BYTES : end])
+
+
+def decode_run(buf: memoryview, starts: Sequence[int], end: int, ledger_id: int, first_entry: int) -> list[bytes]:
+    """The data of consecutive records: record ``i`` spans ``starts[i]..starts[i + 1]`` (the last one ends at
+    ``end``). The same checks as :func:`decode`, inlined: a read of many entries pays one call, not six each."""
+    out: list[bytes] = []
+    unpack_header, checksum, append = _HEADER.unpack_from, crc32c.crc32c, out.append
+    bounds = [*starts[1:], end]
+    for i, offset in enumerate(starts):
+        record_end = bounds[i]
+        if record_end - offset >= HEADER_BYTES:
+            length, data_crc, header_crc = unpack_header(buf, offset)
+            data = buf[offset + HEADER_BYTES : record_end]
+            if (
+                offset + HEADER_BYTES + length == record_end
+                and checksum(buf[offset : offset + _PREFIX.size]) == header_crc
+                and checksum(data) == data_crc
+            ):
+                append(bytes(data))
+                continue
+        append(decode(buf, offset, record_end, ledger_id, first_entry + i))  # raises EntryCorrupted
+    return out
 
 
 def _next_valid_record(buf: memoryview, start: int) -> int | None:

@@ -151,10 +151,8 @@ class _LedgerFile:
             view = memoryview(os.pread(self._fd(), end - start, start))
         except OSError as exc:
             raise StorageIOError(f"ledger {self.ledger_id}: read failed: {exc}", self.ledger_id) from exc
-        return [
-            _format.decode(view, self.offsets[e] - start, self._record_end(e) - start, self.ledger_id, e)
-            for e in range(first_entry, last_entry + 1)
-        ]
+        starts = [offset - start for offset in self.offsets[first_entry : last_entry + 1]]
+        return _format.decode_run(view, starts, end - start, self.ledger_id, first_entry)
 
     def sidecar(self) -> _files.Sidecar:
         sealed = self.state is LedgerState.SEALED
