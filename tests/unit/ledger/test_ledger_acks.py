@@ -139,3 +139,17 @@ def test_restore_drops_what_is_not_after_mark_delete() -> None:
     assert acks.ranges() == [(Position(1, 4), Position(2, 0))]
     assert acks.batches() == [(Position(2, 2), [0b10])]
     assert acks.backlog() == 3
+
+
+def test_in_order_acks_move_the_mark_delete_position_and_drop_a_partial_batch() -> None:
+    ledgers = LedgerList([LedgerSummary(3, 4, 0, 0)])
+    acks = AckState(ledgers, ledgers.first_position())
+    assert acks.ack_batch(Position(3, 1), [0b10], 2)  # index 0 of the 2-message batch acked
+    assert acks.ack(Position(3, 0)) and acks.mark_delete == Position(3, 0)
+    assert acks.ack(Position(3, 1)) and acks.mark_delete == Position(3, 1)
+    assert acks.batch_words(Position(3, 1)) is None and acks.batches() == []
+    assert not acks.ack(Position(3, 1))  # already acked
+    assert not acks.ack(Position(3, 4))  # not an entry (past the end)
+    assert acks.ack(Position(3, 3)) and acks.mark_delete == Position(3, 1)  # a gap: kept as a range
+    assert acks.ack(Position(3, 2)) and acks.mark_delete == Position(3, 3) and acks.ranges() == []
+    assert acks.backlog() == 0
