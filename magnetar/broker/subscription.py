@@ -19,6 +19,8 @@ from magnetar.ledger.api import Cursor, ManagedLedger, Position
 
 log = logging.getLogger("magnetar.broker.subscription")
 
+_new = tuple.__new__  # builds a Position without its Python-level constructor (per acked id)
+
 ACK_INDIVIDUAL = 0
 ACK_CUMULATIVE = 1
 
@@ -151,7 +153,7 @@ class Subscription:
         whole: list[Position] = []
         signed = proto.ids.signed
         for mid in ids:
-            pos = Position(signed(mid.ledgerId), signed(mid.entryId))
+            pos = _new(Position, (signed(mid.ledgerId), signed(mid.entryId)))  # an ACK may carry hundreds
             if mid.ack_set:
                 self.cursor.acknowledge_batch_indexes(pos, list(mid.ack_set), self._batch_size(consumer, mid))
                 if not self.cursor.is_acknowledged(pos):

@@ -41,6 +41,8 @@ log = logging.getLogger("magnetar.ledger.cursor")
 
 SleepMs = Callable[[int], Awaitable[None]]
 
+_new = tuple.__new__
+
 #: Most entries asked of storage in one read call (a run is cut into pieces this long).
 READ_RUN_ENTRIES_MAX = 128
 
@@ -172,8 +174,10 @@ class ManagedCursor:
                 if not entries:
                     raise  # the first entry to read is damaged: the reader hears of it, the position stays
                 break  # return the good entries first; the next read starts at the damaged one
+            ledger_id, first = position.ledger_id, position.entry_id
             for offset, data in enumerate(datas):
-                entries.append(Entry(Position(position.ledger_id, position.entry_id + offset), data))
+                # tuple.__new__ skips the named tuples' Python-level constructors: one Entry per entry read
+                entries.append(_new(Entry, (_new(Position, (ledger_id, first + offset)), data)))
                 size_bytes += len(data)
                 if max_bytes is not None and size_bytes >= max_bytes:
                     break

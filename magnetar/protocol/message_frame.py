@@ -53,7 +53,7 @@ class MessageFrames:
         self._partition = partition
         self._head = b"\x08" + varint(consumer_id) + b"\x12"  # CommandMessage.consumer_id, then message_id
         self._partition_field = b"\x18" + varint(partition & _U64_MASK)  # MessageIdData.partition (int32)
-        self._ledger_id = -1
+        self._ledger_id: int | None = None  # the ledger whose id field is cached
         self._ledger_field = b""
 
     def frame(
