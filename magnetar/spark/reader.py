@@ -50,7 +50,8 @@ def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return
     o = partition.opts
     yield from iter_batches(partition.rng, service_url=o.service_url, client_options=o.client_options,
-                            fail_on_data_loss=o.fail_on_data_loss, timeout_ms=o.poll_timeout_ms)
+                            fail_on_data_loss=o.fail_on_data_loss, timeout_ms=o.poll_timeout_ms,
+                            admin_url=o.admin_url)
 
 
 def _client(opts: SourceOptions) -> Client:

@@ -5,14 +5,20 @@ by the broker), and the scan stops at ``end`` or at the first message past it. I
 is in another ledger than ``start``, a one-message probe asks whether ``start``'s ledger still
 exists; if it does not, retention removed data after ``start``: ``DataLossError`` names the range, or
 it is skipped when ``failOnDataLoss`` is false. (A ledger read to its very last entry and trimmed
-afterwards looks the same: reported as loss, though nothing unread was lost.)
+afterwards looks the same: reported as loss, though nothing unread was lost.) A range that stays quiet
+with its end still ahead fails the task; with ``admin.url`` set, a broker that cannot read an offloaded
+ledger (the object store fails) is asked for its reason, and ``OffloadReadFailure`` names the ledger and
+the store's error (Spark retries the task; it succeeds once the store heals).
 Knows nothing of Spark; returns Arrow record batches.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -25,7 +31,7 @@ from magnetar.spark import runtime
 from magnetar.spark.offsets import contiguous, is_past, reaches
 from magnetar.spark.schema import to_record_batch
 
-__all__ = ["DataLossError", "ScanRange", "iter_batches", "scan"]
+__all__ = ["DataLossError", "OffloadReadFailure", "ScanRange", "iter_batches", "scan"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,29 @@ _RECEIVER_QUEUE: Final = 2000
 
 class DataLossError(RuntimeError):
     """Messages that a range should contain are gone (retention or deletion removed them)."""
+
+
+class OffloadReadFailure(RuntimeError):
+    """The broker cannot read an offloaded ledger of the range (the object store fails): the message names
+    the ledger and the store's error. Retryable: the task may succeed once the store heals."""
+
+
+async def _offload_read_error(admin_url: str, topic: str) -> str:
+    """The broker's current ``offloadReadError`` for ``topic`` (``GET .../offload``); "" when none or unknown."""
+    domain, _, rest = topic.partition("://")
+    tenant, namespace, local = rest.split("/", 2)
+    url = (f"{admin_url.rstrip('/')}/admin/v2/{domain}/{tenant}/{namespace}/"
+           f"{urllib.parse.quote(local, safe='')}/offload")
+
+    def fetch() -> str:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                status = json.loads(resp.read())
+        except (OSError, ValueError):
+            return ""
+        return str(status.get("offloadReadError", "")) if isinstance(status, dict) else ""
+
+    return await asyncio.to_thread(fetch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +113,7 @@ async def _check_first(client: Client, rng: ScanRange, first: MessageId | None, 
     log.warning("%s; skipped (failOnDataLoss=false)", _lost(rng, first))
 
 
-async def _next(reader: Reader, rng: ScanRange, timeout_ms: int) -> Message | None:
+async def _next(reader: Reader, rng: ScanRange, timeout_ms: int, admin_url: str | None) -> Message | None:
     """The next message, or None when the range's end can no longer arrive (it was removed)."""
     for _ in range(3):  # bounded: three quiet polls with the end still ahead of the topic's last id
         try:
@@ -93,7 +122,12 @@ async def _next(reader: Reader, rng: ScanRange, timeout_ms: int) -> Message | No
             last = await reader.last_message_id()
             if last.entry_id < 0 or is_past(rng.end, last):
                 return None
-    raise TimeoutError(f"no message from {rng.topic} after {rng.start} within {3 * timeout_ms} ms")
+    reason = await _offload_read_error(admin_url, rng.topic) if admin_url else ""
+    if reason:
+        raise OffloadReadFailure(f"reading {rng.topic} after {rng.start}: the broker cannot read an offloaded "
+                                 f"ledger: {reason}")
+    raise TimeoutError(f"no message from {rng.topic} after {rng.start} within {3 * timeout_ms} ms"
+                       + ("" if admin_url else " (set admin.url to learn whether the offload store fails)"))
 
 
 def _wanted(msg: Message, rng: ScanRange) -> bool:
@@ -102,14 +136,14 @@ def _wanted(msg: Message, rng: ScanRange) -> bool:
 
 
 async def scan(
-    client: Client, rng: ScanRange, *, fail_on_data_loss: bool, timeout_ms: int
+    client: Client, rng: ScanRange, *, fail_on_data_loss: bool, timeout_ms: int, admin_url: str | None = None
 ) -> AsyncGenerator[list[Message], None]:
     """Chunks of at most ``ROWS_PER_BATCH`` messages of the range, in order."""
     if not is_past(rng.end, rng.start):
         return
     reader = await client.create_reader(rng.topic, rng.start, receiver_queue_size=_RECEIVER_QUEUE)
     try:
-        msg = await _next(reader, rng, timeout_ms)
+        msg = await _next(reader, rng, timeout_ms, admin_url)
         await _check_first(client, rng, None if msg is None else msg.message_id, fail_on_data_loss, timeout_ms)
         chunk: list[Message] = []
         while msg is not None and not is_past(msg.message_id, rng.end):  # bounded by the range end
@@ -120,7 +154,7 @@ async def scan(
             if len(chunk) >= ROWS_PER_BATCH:
                 yield chunk
                 chunk = []
-            msg = await _next(reader, rng, timeout_ms)
+            msg = await _next(reader, rng, timeout_ms, admin_url)
             if msg is None and fail_on_data_loss:
                 raise DataLossError(_lost(rng, None))
         if chunk:
@@ -137,10 +171,10 @@ async def _next_chunk(agen: AsyncIterator[list[Message]]) -> list[Message] | Non
 
 
 def iter_batches(rng: ScanRange, *, service_url: str, client_options: tuple[tuple[str, int], ...],
-                 fail_on_data_loss: bool, timeout_ms: int) -> Iterator[pa.RecordBatch]:
+                 fail_on_data_loss: bool, timeout_ms: int, admin_url: str | None = None) -> Iterator[pa.RecordBatch]:
     """The range as Arrow record batches, driving the scan on this process's loop chunk by chunk."""
     client = runtime.client_for(service_url, client_options)
-    agen = scan(client, rng, fail_on_data_loss=fail_on_data_loss, timeout_ms=timeout_ms)
+    agen = scan(client, rng, fail_on_data_loss=fail_on_data_loss, timeout_ms=timeout_ms, admin_url=admin_url)
     try:
         while True:  # ends with the scan, which ends at the range end
             chunk = runtime.run(_next_chunk(agen))
