@@ -12,8 +12,8 @@ A ledger exists when its sidecar does. A ``.log`` without a sidecar is left by a
 crashed half-way and is removed at open. The next ledger id is ``max(next_ledger_id, highest id on disk +
 1)``: the counter only needs writing when a delete would otherwise let an id be forgotten.
 
-Blocking I/O only: the store calls these functions from worker threads. This module knows nothing of
-asyncio, group commit, topics or the broker.
+Blocking I/O only: the store calls these functions from worker threads (``recover_ledger``, a scan like a
+read, on the loop). This module knows nothing of asyncio, group commit, topics or the broker.
 """
 
 from __future__ import annotations
@@ -160,28 +160,30 @@ class Layout:
         self.data_path(ledger_id).unlink(missing_ok=True)
         self.fsync_dir(self.ledgers)
 
-    def recover(self) -> tuple[list[RecoveredLedger], int, int]:
-        """Open every ledger (cutting torn tails), remove leftovers.
+    def recover(self) -> tuple[list[Sidecar], int, int]:
+        """Read every sidecar and remove leftovers; the data files are scanned later, one by one, by
+        :meth:`recover_ledger` when a ledger is first used (a restart does not read every byte stored).
 
-        Returns the ledgers, the next ledger id and the counter as persisted."""
+        Returns the sidecars, the next ledger id and the counter as persisted."""
         highest_id = FIRST_LEDGER_ID - 1
         sidecars: dict[int, Sidecar] = {}
-        for path in sorted(self.ledgers.iterdir()):
-            highest_id = max(highest_id, _id_of(path))
-            if path.name.endswith(_TMP_SUFFIX):
+        names = sorted(os.listdir(self.ledgers))  # zero-padded ids: name order is id order
+        metas = {n[: -len(_META_SUFFIX)] for n in names if n.endswith(_META_SUFFIX)}
+        for name in names:
+            highest_id = max(highest_id, _id_of_name(name))
+            path = self.ledgers / name
+            if name.endswith(_TMP_SUFFIX):
                 path.unlink()
-            elif path.suffix == _META_SUFFIX:
+            elif name.endswith(_META_SUFFIX):
                 sidecar = self._read_sidecar(path)
                 if sidecar is not None:
                     sidecars[sidecar.ledger_id] = sidecar
-        for path in sorted(self.ledgers.glob(f"*{_DATA_SUFFIX}")):
-            if _id_of(path) not in sidecars and not self.meta_path(_id_of(path)).exists():
+            elif name.endswith(_DATA_SUFFIX) and name[: -len(_DATA_SUFFIX)] not in metas:
                 logger.warning("removing %s: a ledger create or delete did not finish", path)
                 path.unlink()
-        recovered = [self._recover_ledger(sidecar) for _, sidecar in sorted(sidecars.items())]
         self.fsync_dir(self.ledgers)
         counter = self.read_counter()
-        return recovered, max(counter, highest_id + 1), counter
+        return [sidecar for _, sidecar in sorted(sidecars.items())], max(counter, highest_id + 1), counter
 
     def _read_sidecar(self, path: Path) -> Sidecar | None:
         try:
@@ -190,7 +192,8 @@ class Layout:
             logger.error("ignoring ledger with an unreadable sidecar %s (files kept)", path)
             return None
 
-    def _recover_ledger(self, sidecar: Sidecar) -> RecoveredLedger:
+    def recover_ledger(self, sidecar: Sidecar) -> RecoveredLedger:
+        """Scan one ledger's data file (cutting a torn tail); its file stays open unless it is sealed."""
         sealed_entries = sidecar.sealed_entries if sidecar.sealed else None
         fd = os.open(self.data_path(sidecar.ledger_id), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -223,8 +226,8 @@ class Layout:
         return os.open(self.data_path(ledger_id), flags)
 
 
-def _id_of(path: Path) -> int:
-    digits = path.name.split(".", 1)[0]
+def _id_of_name(name: str) -> int:
+    digits = name.split(".", 1)[0]
     return int(digits) if digits.isdigit() else FIRST_LEDGER_ID - 1
 
 

@@ -11,7 +11,8 @@ Appends write their record at once, in call order (so concurrent appends to one 
 ids), then wait for a group-commit round (``_group_commit``) unless ``journal_sync_data`` is False; at most
 ``pending_appends_max`` appends are in flight, later ones wait for room (back-pressure). Only entries
 whose append completed are visible to ``read`` and ``info``. Reads use an in-memory index of record
-offsets, rebuilt at open by a scan that cuts torn tails; every read verifies the checksums.
+offsets, rebuilt by a scan that cuts torn tails when a ledger is first used after open (a restart reads
+the sidecars only, not every byte stored); every read verifies the checksums.
 
 Disk errors: a failed write cuts the partial record back off and raises StorageIOError; a failed fsync
 cuts the file back to its last durable entry and fails every append after it. If cutting back fails too,
@@ -187,7 +188,7 @@ class EmbeddedLedgerStore:
     def __init__(
         self,
         layout: _files.Layout,
-        recovered: list[_files.RecoveredLedger],
+        sidecars: list[_files.Sidecar],
         next_id: int,
         persisted_next_id: int,
         *,
@@ -202,10 +203,10 @@ class EmbeddedLedgerStore:
             raise ValueError("pending_appends_max must be at least 1")
         self._layout = layout
         self._write = write
-        self._ledgers: dict[int, _LedgerFile] = {
-            r.sidecar.ledger_id: _LedgerFile(r.sidecar, r.fd, r.scan.offsets, r.scan.end, write)
-            for r in recovered
-        }
+        self._ledgers: dict[int, _LedgerFile] = {}
+        # ledgers found at open whose data file is not scanned yet: scanned when first used, so a restart
+        # reads sidecars only, however much data the store holds
+        self._unscanned: dict[int, _files.Sidecar] = {sidecar.ledger_id: sidecar for sidecar in sidecars}
         self._next_id = next_id
         self._persisted_next_id = persisted_next_id
         self._delete_lock = asyncio.Lock()
@@ -218,8 +219,6 @@ class EmbeddedLedgerStore:
         self._closed = False
         self._open_files_max = max(1, open_files_max)
         self._open_files: OrderedDict[int, _LedgerFile] = OrderedDict()  # least recently used first
-        for ledger in self._ledgers.values():
-            self._remember_open(ledger)
 
     @classmethod
     async def open(
@@ -233,13 +232,14 @@ class EmbeddedLedgerStore:
         write: Write = os.write,
         open_files_max: int = OPEN_FILES_MAX,
     ) -> EmbeddedLedgerStore:
-        """Open (creating if needed) the store in ``directory``, recovering every ledger.
+        """Open (creating if needed) the store in ``directory``: every ledger's sidecar is read now, its data
+        file scanned (torn tail cut) when the ledger is first used.
 
         ``fsync`` and ``write`` are the system calls used for data files, injectable for fault tests."""
         layout = _files.Layout(Path(directory), fsync)
         try:
             await asyncio.to_thread(layout.lock)
-            recovered, next_id, persisted = await asyncio.to_thread(layout.recover)
+            sidecars, next_id, persisted = await asyncio.to_thread(layout.recover)
         except OSError as exc:
             layout.unlock()
             raise _io_error(None, f"opening {directory}", exc) from exc
@@ -247,7 +247,7 @@ class EmbeddedLedgerStore:
             layout.unlock()
             raise
         return cls(
-            layout, recovered, next_id, persisted,
+            layout, sidecars, next_id, persisted,
             journal_sync_data=journal_sync_data, pending_appends_max=pending_appends_max,
             clock=clock if clock is not None else SystemClock(), fsync=fsync, write=write,
             open_files_max=open_files_max,
@@ -261,7 +261,21 @@ class EmbeddedLedgerStore:
         self._check_open()
         ledger = self._ledgers.get(ledger_id)
         if ledger is None:
-            raise LedgerNotFound(f"no ledger {ledger_id}", ledger_id=ledger_id)
+            if ledger_id not in self._unscanned:
+                raise LedgerNotFound(f"no ledger {ledger_id}", ledger_id=ledger_id)
+            ledger = self._scan(ledger_id)
+        return ledger
+
+    def _scan(self, ledger_id: int) -> _LedgerFile:
+        """Recover a ledger found at open on its first use (a blocking scan, like a read)."""
+        try:
+            found = self._layout.recover_ledger(self._unscanned[ledger_id])
+        except OSError as exc:
+            raise _io_error(ledger_id, "recovery", exc) from exc
+        del self._unscanned[ledger_id]
+        ledger = _LedgerFile(found.sidecar, found.fd, found.scan.offsets, found.scan.end, self._write)
+        self._ledgers[ledger_id] = ledger
+        self._remember_open(ledger)
         return ledger
 
     async def create_ledger(self, custom_metadata: Mapping[str, str]) -> LedgerInfo:
@@ -446,7 +460,7 @@ class EmbeddedLedgerStore:
 
     async def list_ledgers(self) -> Sequence[int]:
         self._check_open()
-        return sorted(self._ledgers)
+        return sorted([*self._ledgers, *self._unscanned])
 
     async def close(self) -> None:
         """Complete every pending append, persist seals made after disk errors, close the files."""
@@ -458,6 +472,7 @@ class EmbeddedLedgerStore:
             async with ledger.lock:
                 await self._close_ledger(ledger)
         self._ledgers.clear()
+        self._unscanned.clear()
         self._layout.unlock()
 
     async def _close_ledger(self, ledger: _LedgerFile) -> None:

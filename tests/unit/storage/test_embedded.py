@@ -91,6 +91,7 @@ async def test_entries_metadata_and_seal_survive_reopen(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("tail", [encode(b"torn entry")[:5], encode(b"torn entry")[:-3]])
 async def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail: bytes, caplog: pytest.LogCaptureFixture) -> None:
+    """At the ledger's first use after open: open itself reads sidecars only (a restart stays fast)."""
     ledger_id = await _filled(tmp_path, [b"one", b"two"])
     path = _data_file(tmp_path, ledger_id)
     good_size = path.stat().st_size
@@ -98,9 +99,11 @@ async def test_torn_tail_is_cut_on_reopen(tmp_path: Path, tail: bytes, caplog: p
         f.write(tail)
     with caplog.at_level(logging.WARNING, logger="magnetar.storage"):
         store = await EmbeddedLedgerStore.open(tmp_path)
+        assert path.stat().st_size == good_size + len(tail) and "torn tail" not in caplog.text
+        assert await store.list_ledgers() == [ledger_id]
+        assert (await store.info(ledger_id)).entries == 2
     assert "torn tail" in caplog.text
     assert path.stat().st_size == good_size
-    assert (await store.info(ledger_id)).entries == 2
     assert await store.append(ledger_id, b"three") == 2
     assert await store.read(ledger_id, 0, 2) == [b"one", b"two", b"three"]
     await store.close()
