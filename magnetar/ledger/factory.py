@@ -36,15 +36,20 @@ log = logging.getLogger("magnetar.ledger")
 
 #: Most metadata nodes ``list_names`` visits (a bound on the walk, far above any real namespace tree).
 LIST_NODES_MAX = 1_000_000
+#: Nodes visited between two yields to the event loop (the embedded store answers without awaiting: a walk
+#: over many topics must not stall the connections being served meanwhile).
+LIST_NODES_PER_YIELD = 256
 
 
 async def list_managed_ledgers(metadata: MetadataStore) -> list[str]:
     """Every managed ledger with a record in ``metadata``, walking the key tree under /managed-ledgers."""
     names: list[str] = []
     stack: list[tuple[str, bool]] = [("", False)]  # (relative path, is a managed ledger)
-    for _ in range(LIST_NODES_MAX):
+    for visited in range(LIST_NODES_MAX):
         if not stack:
             break
+        if visited % LIST_NODES_PER_YIELD == LIST_NODES_PER_YIELD - 1:
+            await asyncio.sleep(0)
         path, is_ledger = stack.pop()
         try:
             children = await metadata.children(f"{ROOT_KEY}/{path}" if path else ROOT_KEY)

@@ -140,8 +140,8 @@ class Standalone:
         await self._start_ledger_deletion()
         if s.broker.transaction_coordinator_enabled:
             await self._start_coordinators()
-        names = await self.ledgers.list_names()
-        log.info("recovery done: %d topics on disk", len(names))
+        # topics load lazily, on first use: nothing here walks them (a restart with many topics stays fast)
+        log.info("recovery done: %d ledgers in storage", len(await self.store.list_ledgers()))
         handlers = dispatch_table()
 
         limiter = ConnectionLimiter(s.broker.broker_max_connections, s.broker.broker_max_connections_per_ip)

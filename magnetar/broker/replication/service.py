@@ -37,6 +37,7 @@ log = logging.getLogger("magnetar.broker.replication")
 CLUSTERS_KEY = "/admin/clusters"
 TOPIC_POLICIES_KEY = "/admin/topic-policies"
 SYSTEM_NAMESPACE = NamespaceName("pulsar", "system")
+NAMESPACE_POLICIES_KEY = "/admin/policies"  # /<tenant>/<namespace>
 TOPICS_LOADED_PER_CHECK_MAX = 10_000
 
 
@@ -206,8 +207,8 @@ class ReplicationService:
 
     async def load_replicated_topics(self) -> None:
         """Load the topics of replicated namespaces so each replicator drains its cursor's backlog."""
-        if not self.enabled:
-            return
+        if not self.enabled or not await self._anything_replicated():
+            return  # no walk over every topic (thousands) when nothing can replicate
         replicated: dict[NamespaceName, bool] = {}
         loaded = 0
         for name in await self._host.list_topic_names():
@@ -223,6 +224,18 @@ class ReplicationService:
                     loaded += 1
                 except Exception as exc:
                     log.warning("cannot load %s for replication: %r", name, exc)
+
+    async def _anything_replicated(self) -> bool:
+        """A namespace with more than one replication cluster, or a topic with topic-level policies."""
+        if await self._metadata.children(TOPIC_POLICIES_KEY):
+            return True
+        for tenant in await self._metadata.children(NAMESPACE_POLICIES_KEY):
+            for namespace in await self._metadata.children(f"{NAMESPACE_POLICIES_KEY}/{tenant}"):
+                ns = NamespaceName(tenant, namespace)
+                clusters = (await self._host.namespace_policies(ns)).get("replication_clusters") or []
+                if ns != SYSTEM_NAMESPACE and len(clusters) > 1:
+                    return True
+        return False
 
     # ---- markers (replicated subscriptions write them; the replicators carry them) -------------------
 
