@@ -427,8 +427,10 @@ class BrokerService:
         if self.compaction is not None:
             txn = BufferFilter(loaded.txn.buffer) if loaded.txn is not None else None
             loaded.compacted = await self.compaction.attach(str(topic), ledger, txn)
-        log.info("loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),
-                 len(loaded.subscriptions))
+        # a topic just created said so already ("creating topic"): one line per topic, thousands at a time
+        log.log(logging.INFO if ledger.number_of_entries() or loaded.subscriptions else logging.DEBUG,
+                "loaded topic %s (%d entries, %d subscriptions)", topic, ledger.number_of_entries(),
+                len(loaded.subscriptions))
         return loaded
 
     async def _open_ledger(self, topic: TopicName) -> ManagedLedger:

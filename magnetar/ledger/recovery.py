@@ -81,8 +81,10 @@ async def _recover(ledger: ManagedLedgerImpl, store: LedgerStore, metadata: Meta
     else:
         cursors = await _load_cursors(ledger, metadata, ledgers)
     ledger.install(ledgers, record.properties, version, cursors)
-    log.info("%s: opened with %d ledgers, %d entries, %d cursors; current ledger %d", name, len(ledgers),
-             ledgers.total_entries(), len(cursors), current.ledger_id)
+    # a new or empty ledger opening is routine (thousands at topic creation): only recoveries of data are news
+    level = logging.INFO if ledgers.total_entries() or cursors else logging.DEBUG
+    log.log(level, "%s: opened with %d ledgers, %d entries, %d cursors; current ledger %d", name, len(ledgers),
+            ledgers.total_entries(), len(cursors), current.ledger_id)
 
 
 async def _seal_last(name: str, store: LedgerStore, ledgers: list[LedgerSummary]) -> list[LedgerSummary]:

@@ -282,8 +282,8 @@ class TransactionBuffer:
             if not (due_now and self._snapshot_waiting):
                 return
             self._snapshot_task.cancel()  # still sleeping: bring it forward
-        delay_ms = 0 if due_now else max(0, self.last_snapshot_ms + self._snapshot_min_interval_ms
-                                         - self._clock.now_ms())
+        since_ms = max(self.last_snapshot_ms, self.recover_end_ms)  # a recovery without a snapshot counts
+        delay_ms = 0 if due_now else max(0, since_ms + self._snapshot_min_interval_ms - self._clock.now_ms())
 
         async def later() -> None:
             me = asyncio.current_task()
@@ -314,10 +314,11 @@ class TransactionBuffer:
         self.state = BufferState.READY
         self.recover_end_ms = self._clock.now_ms()
         self._recompute()
-        if self.recovered_entries or snapshot is None:
+        if self.recovered_entries:  # nothing replayed: a snapshot would move nothing (a new topic has none)
             await self.take_snapshot()
-        log.info("%s: transaction buffer ready (%d entries replayed, %d open, %d aborted)",
-                 self.topic, self.recovered_entries, len(self._ongoing), len(self._aborted))
+        level = logging.INFO if snapshot is not None or self.recovered_entries else logging.DEBUG
+        log.log(level, "%s: transaction buffer ready (%d entries replayed, %d open, %d aborted)",
+                self.topic, self.recovered_entries, len(self._ongoing), len(self._aborted))
 
     async def _replay(self, start: Position) -> None:
         cursor = self._ledger.new_non_durable_cursor(start, "__txn_buffer_recovery")
