@@ -52,8 +52,12 @@ class TopicController:
         totals: Totals,
         timeout_s: float,
         max_cached: int,
+        on_busy: Callable[[TopicController], None] = lambda _: None,
     ) -> None:
+        """``on_busy(self)`` is called when the controller gets work for the snapshot timer (a replicated
+        subscription, a marker): the timer ticks busy controllers only, not every loaded topic."""
         self.topic = topic
+        self._on_busy = on_busy
         self.local_cluster = local_cluster
         self._publish = publish
         self._clock = clock
@@ -76,6 +80,7 @@ class TopicController:
         sub.on_mark_delete = self.mark_delete_moved
         sub.on_marker = functools.partial(self.marker_read, sub)
         self.caches.setdefault(sub.name, SnapshotCache(self._max_cached))
+        self._on_busy(self)
 
     def detach(self, sub: Subscription) -> None:
         sub.replicated = False
@@ -88,7 +93,13 @@ class TopicController:
 
     # ---- markers are not backlog -----------------------------------------------------------------------
 
+    @property
+    def idle(self) -> bool:
+        """Nothing for the snapshot timer: no replicated subscription, pending snapshot or marker."""
+        return not self.caches and not self.pending and not self.markers
+
     def _note_marker(self, position: Position) -> None:
+        self._on_busy(self)
         bisect.insort(self.markers, position)
         if len(self.markers) > MARKERS_TRACKED_MAX:
             del self.markers[0]

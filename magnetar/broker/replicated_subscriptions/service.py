@@ -41,13 +41,15 @@ class ReplicatedSubscriptions:
         self._max_cached = max_cached
         self.totals = Totals()
         self._task: asyncio.Task[None] | None = None
+        self._busy: set[TopicController] = set()  # what the timer ticks (most topics never replicate)
 
     def controller(self, topic: PersistentTopic) -> TopicController:
         ctrl = topic.replicated_subscriptions
         if not isinstance(ctrl, TopicController):
             ctrl = TopicController(
                 topic, local_cluster=self._replication.local_cluster, publish=self._replication.publish_marker,
-                clock=self._clock, totals=self.totals, timeout_s=self._timeout_s, max_cached=self._max_cached)
+                clock=self._clock, totals=self.totals, timeout_s=self._timeout_s, max_cached=self._max_cached,
+                on_busy=self._busy.add)
             topic.replicated_subscriptions = ctrl
             topic.on_marker_stored = ctrl.marker_stored
             topic.markers_ahead = ctrl.markers_ahead
@@ -93,13 +95,14 @@ class ReplicatedSubscriptions:
     async def _run(self) -> None:
         while True:  # ends when close() cancels it
             await asyncio.sleep(self.frequency_ms / 1000)
-            for topic in list(self._topics()):
-                ctrl = topic.replicated_subscriptions
-                if isinstance(ctrl, TopicController) and not topic.closed:
+            for ctrl in list(self._busy):
+                if not ctrl.topic.closed:
                     try:
                         ctrl.tick()
                     except Exception:
-                        log.exception("%s: snapshot tick failed", topic.name)
+                        log.exception("%s: snapshot tick failed", ctrl.topic.name)
+                if ctrl.topic.closed or ctrl.idle:
+                    self._busy.discard(ctrl)
 
     def pending_snapshots(self) -> int:
         return sum(len(c.pending) for c in self._controllers())
