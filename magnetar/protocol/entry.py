@@ -42,7 +42,7 @@ _CRC_HEADER: Final = struct.Struct(">HI")
 Buffer = bytes | bytearray | memoryview
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per SEND, and a frozen init costs about three times as much
 class SendPayload:
     """A SEND payload normalised for storage: the entry (magic and CRC included) and its metadata."""
 

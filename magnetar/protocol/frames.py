@@ -55,7 +55,7 @@ def max_frame_bytes_for(max_message_size: int) -> int:
     return max_message_size + FRAME_PADDING_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per frame, and a frozen init costs about three times as much
 class Frame:
     """One decoded frame: the command, and for SEND/MESSAGE the bytes after it."""
 

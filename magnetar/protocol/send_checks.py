@@ -41,7 +41,9 @@ def check_send_metadata(
     batched = metadata.HasField("num_messages_in_batch")
     if batched:
         _check_batch(metadata, num_messages, payload_bytes, max_message_size)
-    if any(metadata.HasField(f) for f in CHUNK_FIELDS):
+    if metadata.HasField("num_chunks_from_msg") or metadata.HasField("total_chunk_msg_size") or metadata.HasField(
+        "chunk_id"
+    ):  # CHUNK_FIELDS, spelled out: this runs once per SEND
         if batched and metadata.num_messages_in_batch != 1:
             raise InvalidMessageMetadata("a chunk cannot be a batch")
         _check_chunk(metadata, payload_bytes, chunked_message_bytes_max)

@@ -1,8 +1,8 @@
 """Group commit: many appends share one write and one fsync round.
 
-An append hands its record to its file (not yet written), then registers here. One long-lived flusher
-thread runs rounds: a round takes every waiter registered so far and, for each of their files, writes the
-records handed over since the last round in one write, fsyncs the file once, and completes them all;
+An append hands its record to its file (not yet written), then registers here. A round takes every
+waiter registered so far and, for each of their files, writes the records handed over since the last round
+in one write (on the loop), has one long-lived flusher thread fsync the file once, and completes them all;
 waiters registered while a round runs wait for the next one, which starts as soon as the round ends. So
 the write and fsync counts follow the number of rounds, not the number of appends, and a lone append
 waits for one write and one fsync, never for a timer.
@@ -72,14 +72,10 @@ def write_all(write: Write, fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _flush_all(
-    write: Write, fsync: Callable[[int], None], jobs: list[tuple[int, list[bytes]]]
-) -> list[OSError | None]:
+def _fsync_all(fsync: Callable[[int], None], fds: list[int]) -> list[OSError | None]:
     errors: list[OSError | None] = []
-    for fd, records in jobs:
+    for fd in fds:
         try:
-            if records:
-                write_all(write, fd, records[0] if len(records) == 1 else b"".join(records))
             fsync(fd)
             errors.append(None)
         except OSError as exc:
@@ -106,7 +102,7 @@ class GroupCommit:
         self._round_due = False  # a round is scheduled or running
         self._stopping = False
         self._idle: asyncio.Future[None] | None = None  # stop() waits on it for the last round
-        self._jobs: queue.SimpleQueue[list[tuple[int, list[bytes]]] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[list[int] | None] = queue.SimpleQueue()
         self._round: tuple[list[_Waiter], _Live, dict[SyncTarget, OSError]] | None = None
         self._thread: threading.Thread | None = None
         self.rounds = 0
@@ -145,12 +141,7 @@ class GroupCommit:
     def _start_round(self) -> None:
         batch, self._waiters = self._waiters, []
         try:
-            targets = list(dict.fromkeys(w.target for w in batch))
-            snapshots = [(t, t.take_round()) for t in targets]
-            live: _Live = [(t, snap) for t, snap in snapshots if snap is not None]
-            failed: dict[SyncTarget, OSError] = {
-                t: OSError(errno.EBADF, "file closed before it was synced") for t, snap in snapshots if snap is None
-            }
+            live, failed = self._write_round(batch)
         except Exception as exc:  # a bug must fail the appends, not hang them
             self._round = (batch, [], {})
             self._finish_round(exc)
@@ -162,7 +153,28 @@ class GroupCommit:
         if self._thread is None:
             self._thread = threading.Thread(target=self._flusher, name="magnetar-group-commit", daemon=True)
             self._thread.start()
-        self._jobs.put([(snap[0], snap[3]) for _, snap in live])
+        self._jobs.put([snap[0] for _, snap in live])
+
+    def _write_round(self, batch: list[_Waiter]) -> tuple[_Live, dict[SyncTarget, OSError]]:
+        """Write each file's records in one write, here on the loop (a write to the page cache is quick, and
+        the thread would wait for the GIL again after it); the files written are the round's to fsync."""
+        live: _Live = []
+        failed: dict[SyncTarget, OSError] = {}
+        for target in dict.fromkeys(w.target for w in batch):
+            snap = target.take_round()
+            if snap is None:
+                failed[target] = OSError(errno.EBADF, "file closed before it was synced")
+                continue
+            records = snap[3]
+            try:
+                if records:
+                    write_all(self._write, snap[0], records[0] if len(records) == 1 else b"".join(records))
+            except OSError as exc:
+                failed[target] = exc
+                self._on_failure(target, exc)
+                continue
+            live.append((target, snap))
+        return live, failed
 
     def _flusher(self) -> None:
         """The thread: one job per round, answered with one wake-up of the loop."""
@@ -172,7 +184,7 @@ class GroupCommit:
                 return
             outcome: _Outcome
             try:
-                outcome = _flush_all(self._write, self._fsync, jobs)
+                outcome = _fsync_all(self._fsync, jobs)
             except BaseException as exc:  # handed to the loop, which fails the round
                 outcome = exc
             try:
