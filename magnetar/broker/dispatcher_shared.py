@@ -176,12 +176,12 @@ class SharedDispatcher(Dispatcher):
 
     async def _dispatch_replay(self, count: int) -> bool:
         chosen = sorted(self._replay)[:count]
-        for p in chosen:
-            self._forget_replay(p)
         entries = []
         for p in chosen:
             if not self._cursor.is_acknowledged(p):
-                entries.append(await self._ledger.read_entry(p))
+                entries.append(await self._ledger.read_entry(p))  # a failed read keeps them all for the retry
+        for p in chosen:
+            self._forget_replay(p)
         return await self._assign(self._prepare(entries), from_replay=True) > 0
 
     def _hold_delayed(self, prepared: list[Prepared]) -> list[Prepared]:

@@ -181,6 +181,28 @@ def test_endpoint_down_during_reads_delivers_nothing_then_resumes(broker: Broker
         client.close()
 
 
+def test_shared_redelivery_while_the_store_is_down_is_kept_then_delivered(broker: BrokerProcess,
+                                                                          gate: TcpGate) -> None:
+    local = f"redeliver-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://public/default/{local}"
+    offloaded_and_released(broker, local)
+    client = make_client(broker.url)
+    try:
+        consumer = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared,
+                                    initial_position=pulsar.InitialPosition.Earliest)
+        assert [consumer.receive(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED  # none acknowledged
+        failures = read_errors_metric(broker, local)
+        gate.close()
+        try:  # the redelivery's reads fail: the positions must stay queued for redelivery, not be dropped
+            consumer.redeliver_unacknowledged_messages()
+            assert broker.wait_until(lambda: read_errors_metric(broker, local) > failures, WAIT_S)
+        finally:
+            gate.open()
+        assert [consumer.receive(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
+    finally:
+        client.close()
+
+
 def test_last_message_id_needing_the_failing_store_is_an_error(broker: BrokerProcess, gate: TcpGate) -> None:
     local = f"last-{uuid.uuid4().hex[:6]}"
     topic = f"persistent://public/default/{local}"
