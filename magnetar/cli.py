@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gc
 import logging
 import sys
 from collections.abc import Coroutine, Sequence
@@ -60,6 +61,18 @@ def _standalone_settings(args: argparse.Namespace) -> StandaloneSettings:
     return dataclasses.replace(settings, **{k: v for k, v in flags.items() if v is not None})
 
 
+#: The broker makes a few short-lived container objects per message (protobuf messages, futures, handles); at
+#: Python's default first-generation threshold (700) the cyclic collector ran every few hundred messages and
+#: took about 8 % of the broker's time in a profile of unbatched publishing. Nearly all of them are freed by
+#: reference counting; a larger threshold makes collections rarer (a few MB of garbage cycles at most).
+GC_GEN0_THRESHOLD = 10_000
+
+
+def _tune_gc() -> None:
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
 def _run(main_coroutine: Coroutine[object, object, None]) -> None:
     """Run on uvloop when it is installed (faster), else on asyncio's own loop."""
     try:
@@ -91,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"magnetar: {exc}", file=sys.stderr)
             return 2
+        _tune_gc()
         try:
             _run(run_standalone(settings, RemoteProducers()))
         except StartupError as exc:
