@@ -127,13 +127,10 @@ class LedgerFactory:
         ledger = self._open.get(name)
         if ledger is not None:
             return await ledger.ledger_in_use(request)
-        try:
-            stored = await self._metadata.get(ledger_key(name))
-        except MetadataError as exc:
-            raise ManagedLedgerError(f"reading the record of {name} failed: {exc}") from exc
-        if stored is None:
+        record = await self.stored_record(name)
+        if record is None:
             return False
-        summaries = decode_ledger(stored.value, ledger_key(name)).ledgers
+        summaries, _ = record
         return copy_listed(next((x for x in summaries if x.ledger_id == request.ledger_id), None), request)
 
     def _require_open(self) -> None:

@@ -95,7 +95,8 @@ class OffloadService:
         state = (self._topics.get(ledger.name) if ledger is not None else None) or TopicOffload()
         first = state.first_unoffloaded
         status = state.status
-        if status is OffloadStatus.NOT_RUN and ledger is not None and policy.requested(ledger.properties):
+        if (status is OffloadStatus.NOT_RUN and ledger is not None and ledger.offload_enabled
+                and policy.requested(ledger.properties)):
             status = OffloadStatus.RUNNING
         return {"status": status.value, "lastError": state.last_error,
                 "firstUnoffloadedMessage": {"ledgerId": first.ledger_id, "entryId": first.entry_id,

@@ -64,6 +64,15 @@ def produce(broker: BrokerProcess, topic: str) -> None:
         client.close()
 
 
+def assert_reads_all(broker: BrokerProcess, topic: str) -> None:
+    client = make_client(broker.url)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        assert [reader.read_next(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
+    finally:
+        client.close()
+
+
 def offloaded_count(broker: BrokerProcess, local: str, count: int) -> bool:
     pattern = re.compile(rf"default/persistent/{local}: offloaded ledger")
     return broker.wait_for(lambda log: len(pattern.findall(log)) >= count, WAIT_S)
@@ -265,12 +274,7 @@ def test_sigkill_mid_offload_is_retried_under_a_fresh_uuid(
         done = first_context(proc, local)
         assert done["complete"] and uuid_of(done) != uuid_of(stale)
         assert not [k for k in moto.keys(BUCKET) if k.startswith(uuid_of(stale))]
-        client = make_client(proc.url)
-        try:
-            reader = client.create_reader(topic, pulsar.MessageId.earliest)
-            assert [reader.read_next(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
-        finally:
-            client.close()
+        assert_reads_all(proc, topic)
     finally:
         proc.kill()
 
@@ -281,13 +285,7 @@ def test_threshold_offloads_topics_not_loaded_after_a_restart(gate: TcpGate, tmp
         local = f"cold-{uuid.uuid4().hex[:6]}"
         topic = f"persistent://public/cold/{local}"
         assert admin(proc, "namespaces", "create", "public/cold")[0] == 0
-        client = make_client(proc.url)
-        try:
-            producer = client.create_producer(topic, batching_enabled=False)
-            for data in EXPECTED:  # two sealed ledgers and a current one
-                producer.send(data)
-        finally:
-            client.close()
+        produce(proc, topic)  # two sealed ledgers and a current one
         proc.kill()
         proc.start()  # the topic is not loaded, and nothing touches it
         assert admin(proc, "namespaces", "set-offload-threshold", "--size", "0", "public/cold")[0] == 0
@@ -297,12 +295,7 @@ def test_threshold_offloads_topics_not_loaded_after_a_restart(gate: TcpGate, tmp
         status, stats = call(proc.web_url, "GET", f"/admin/v2/persistent/public/cold/{local}/internalStats")
         assert status == 200 and [x["offloaded"] for x in stats["ledgers"]][:2] == [True, True]
         assert all(x["offloadContext"]["bookkeeperDeleted"] for x in stats["ledgers"][:2])
-        client = make_client(proc.url)
-        try:
-            reader = client.create_reader(topic, pulsar.MessageId.earliest)
-            assert [reader.read_next(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
-        finally:
-            client.close()
+        assert_reads_all(proc, topic)
     finally:
         proc.kill()
 
@@ -318,12 +311,7 @@ def test_missing_bucket_is_named_at_start_and_in_the_status(moto: MotoServer, tm
         assert admin(proc, "topics", "offload", "-s", "0", topic)[0] == 0
         code, out = admin(proc, "topics", "offload-status", "-w", topic)
         assert code == 1 and "no-such-bucket" in out, out
-        client = make_client(proc.url)
-        try:  # nothing was lost or released: the local copy serves
-            reader = client.create_reader(topic, pulsar.MessageId.earliest)
-            assert [reader.read_next(RECEIVE_MS).data() for _ in EXPECTED] == EXPECTED
-        finally:
-            client.close()
+        assert_reads_all(proc, topic)  # nothing was lost or released: the local copy serves
     finally:
         proc.kill()
 
