@@ -18,6 +18,7 @@ from magnetar import protocol as proto
 from magnetar.broker.endpoint import Endpoint
 from magnetar.broker.errors import BrokerError, PersistenceError
 from magnetar.ledger.api import Position
+from magnetar.protocol.receipt_frame import send_receipt_frame
 
 log = logging.getLogger("magnetar.broker.producer")
 
@@ -94,10 +95,8 @@ class Producer:
         exc = item.future.exception() if not item.future.cancelled() else PersistenceError("cancelled")
         if exc is None:
             pos = item.future.result()
-            frame = proto.encode_command(
-                proto.commands.send_receipt(
-                    self.producer_id, item.sequence_id, pos.ledger_id, pos.entry_id, item.highest_sequence_id
-                )
+            frame = send_receipt_frame(
+                self.producer_id, item.sequence_id, pos.ledger_id, pos.entry_id, item.highest_sequence_id
             )
         else:
             code = exc.server_error if isinstance(exc, BrokerError) else PersistenceError.server_error
