@@ -14,7 +14,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import Conflict, PreconditionFailed
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.offload import policy
-from magnetar.broker.offload.service import OffloadService
+from magnetar.broker.offload.service import UNLOADED_LOADS_PER_PASS_MAX, OffloadService
 from magnetar.clock import ManualClock
 from magnetar.faults import FaultPlan
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, Position
@@ -177,3 +177,20 @@ def test_size_threshold_message_id_as_pulsar_admin_computes_it() -> None:
     assert policy.threshold_message_id(ledgers, 0) == Position(4, 0)
     assert policy.threshold_message_id(ledgers, 150) == Position(3, 0)
     assert policy.threshold_message_id(ledgers, 1000) is None
+
+
+async def test_a_pass_loads_a_bounded_number_of_unloaded_topics(world) -> None:  # type: ignore[no-untyped-def]
+    service, ml, broker, _, _ = world
+    broker.topics.clear()
+    await ml.close()
+    for i in range(UNLOADED_LOADS_PER_PASS_MAX + 3):  # each with two sealed ledgers
+        other = await broker.ledgers.open(f"public/tiered/persistent/cold-{i}")
+        for j in range(9):
+            await other.add_entry(b"c%d" % j)
+        await other.close()
+    await set_policies(broker, offload_threshold=0, offload_deletion_lag_ms=0)
+    await service.run_once()
+    assert len(broker.loads) == UNLOADED_LOADS_PER_PASS_MAX  # the rest waits for the next pass
+    broker.topics.clear()  # the inactive sweep unloaded them
+    await service.run_once()
+    assert len(broker.loads) == UNLOADED_LOADS_PER_PASS_MAX + 4 and len(set(broker.loads)) == len(broker.loads)
