@@ -261,7 +261,7 @@ class PersistentTopic:
         try:
             added = self.ledger.add_entry_future(entry)
         except (ManagedLedgerError, StorageError) as exc:
-            self._recovering_from_failure = True
+            self._write_failed()
             self._append_failed(name, last_seq, result, self._persistence_error(exc))
             return
         started_ms = self.clock.monotonic_ms()
@@ -296,7 +296,7 @@ class PersistentTopic:
         error = added.exception() if not added.cancelled() else StorageError("add cancelled")
         if error is not None:
             if isinstance(error, (ManagedLedgerError, StorageError)):
-                self._recovering_from_failure = True
+                self._write_failed()
             self._append_failed(name, last_seq, result, self._persistence_error(error))
             return
         position = added.result()
@@ -330,10 +330,24 @@ class PersistentTopic:
         try:
             return await self.ledger.add_entry_future(entry)
         except (ManagedLedgerError, StorageError) as exc:
-            self._recovering_from_failure = True
+            self._write_failed()
             raise self._persistence_error(exc) from exc
         finally:
             self._publish_settled()
+
+    def _write_failed(self) -> None:
+        """A write failed: refuse sends until every accepted one has settled, and (as Pulsar does) close every
+        producer, so a send that followed the failed one on its connection is never stored ahead of its resend
+        (dedup would then answer that resend as a duplicate: receipted, never stored)."""
+        if self._recovering_from_failure:
+            return
+        self._recovering_from_failure = True
+        producers = [*self.producers.values(), *self.access.waiting]
+        for producer in producers:
+            producer.fenced = True  # refused from now on; closed once its accepted sends are answered
+        task = asyncio.get_running_loop().create_task(self._close_producers(producers))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _publish_settled(self) -> None:
         """One accepted publish is done; after a failed write, resume once none is left in flight."""
@@ -480,14 +494,17 @@ class PersistentTopic:
 
     # ---- admin: unload, delete, terminate (the admin API calls these) --------------------------------
 
-    async def disconnect_clients(self, *, consumers: bool) -> None:
-        """Close every producer (and consumer, if asked) from the broker side: the clients look the topic
-        up again and reconnect, as after a Pulsar unload. Sends already accepted are answered first."""
-        for producer in [*self.producers.values(), *self.access.waiting]:
+    async def _close_producers(self, producers: list[Producer]) -> None:
+        for producer in producers:
             await producer.wait_pending()
             self.remove_producer(producer)
             producer.endpoint.send_frame(proto.encode_command(proto.commands.close_producer(producer.producer_id, -1)))
             producer.endpoint.forget_producer(producer.producer_id)
+
+    async def disconnect_clients(self, *, consumers: bool) -> None:
+        """Close every producer (and consumer, if asked) from the broker side: the clients look the topic
+        up again and reconnect, as after a Pulsar unload. Sends already accepted are answered first."""
+        await self._close_producers([*self.producers.values(), *self.access.waiting])
         if not consumers:
             return
         for sub in list(self.subscriptions.values()):

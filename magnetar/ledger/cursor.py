@@ -102,6 +102,7 @@ class ManagedCursor:
         self._generation = 0  # bumped by every change to the persisted state
         self._persisted_generation = 0
         self._persist_task: asyncio.Task[None] | None = None
+        self._persist_failures = 0  # periodic writes failed in a row
 
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
@@ -279,10 +280,15 @@ class ManagedCursor:
             log.warning("cursor %s: not persisted: %s", self._name, exc)
         except ManagedLedgerError as exc:
             # Retry on our own: waiting for the next change would leave acks exposed for an unbounded time
-            # (the simulator found this). One attempt per interval bounds the rate.
-            log.warning("cursor %s: persisting failed (%s); retrying in %d ms", self._name, exc,
-                        self._config.cursor_persist_interval_ms)
+            # (the simulator found this). One attempt per interval bounds the rate; the log line is kept for
+            # the 1st, 10th, 100th... failure in a row (a full disk fails every attempt).
+            self._persist_failures += 1
+            if str(self._persist_failures).strip("0") == "1":
+                log.warning("cursor %s: persisting failed %d times in a row (%s); retrying every %d ms", self._name,
+                            self._persist_failures, exc, self._config.cursor_persist_interval_ms)
             self._schedule_persist()
+        else:
+            self._persist_failures = 0
 
     def record(self) -> CursorRecord:
         cap = max(self._config.max_unacked_ranges_to_persist, 0)

@@ -10,7 +10,8 @@ entry is confirmed only after every earlier add was, so positions and completion
 ``last_confirmed`` never has holes. Rollover first waits for the in-flight appends, then seals the current
 ledger, creates the next one and writes the record. Entry and size limits roll over as soon as they are
 reached; age rolls over a non-empty ledger older than ``max_ledger_rollover_time_ms`` (the minimum age is
-not applied: nothing here rolls over early). A failed append makes the next add roll over.
+not applied: nothing here rolls over early). A failed append makes the next add roll over. A failed append
+or rollover pauses adds (each later one fails) until ``resume_writes``: nothing lands after a failed add.
 
 Fencing: a metadata version conflict, or an append refused because another opener sealed our ledger, moves
 the ledger to FENCED; it then refuses writes with :class:`ManagedLedgerFenced`.
@@ -319,7 +320,14 @@ class ManagedLedgerImpl:
             async with self._admit_lock:
                 self._require_accepting()
                 if self._rollover_due():
-                    await self._rollover()  # waits for earlier adds: one of them may fail and pause adds
+                    try:
+                        await self._rollover()  # waits for earlier adds: one of them may fail and pause adds
+                    except ManagedLedgerFenced:
+                        raise
+                    except ManagedLedgerError:
+                        # this add failed: the adds queued behind it must not land before it is sent again
+                        self._writes_paused = True
+                        raise
                     self._require_accepting()
                 added = self._enqueue(data)
         finally:

@@ -103,6 +103,7 @@ class Standalone:
         self.settings = settings
         self._given_metadata = metadata
         self._given_store = store
+        self._fsync_plan = FaultPlan(random.Random(), ops=frozenset({"fsync"}))  # armed by a test-only key
         self._given_participants = txn_participants
         self._remote_producers = remote_producers
         self.coordinators: TransactionCoordinatorService | None = None
@@ -142,6 +143,7 @@ class Standalone:
             await self._start_coordinators()
         # topics load lazily, on first use: nothing here walks them (a restart with many topics stays fast)
         log.info("recovery done: %d ledgers in storage", len(await self.store.list_ledgers()))
+        self._arm_testing_faults()
         handlers = dispatch_table()
 
         limiter = ConnectionLimiter(s.broker.broker_max_connections, s.broker.broker_max_connections_per_ip)
@@ -235,13 +237,12 @@ class Standalone:
         """The ledger store first: its lock keeps a second process off the data directory."""
         s = self.settings
         where = f"data directory {s.data_dir} (--data-dir)"
-        fsync_plan = FaultPlan(random.Random(), ops=frozenset({"fsync"}))
         try:
             s.data_dir.mkdir(parents=True, exist_ok=True)
             log.info("recovering ledger store %s (journalSyncData=%s)", s.data_dir / "ledgers", s.journal_sync_data)
             self.store = self._given_store or await EmbeddedLedgerStore.open(
                 s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data,
-                open_files_max=s.open_file_limit, fsync=FailingFsync(fsync_plan),
+                open_files_max=s.open_file_limit, fsync=FailingFsync(self._fsync_plan),
             )
         except StorageError as exc:
             if isinstance(exc.__cause__, BlockingIOError):
@@ -249,7 +250,6 @@ class Standalone:
             raise StartupError(f"cannot open {where}: {_reason(exc.__cause__ or exc)}") from exc
         except OSError as exc:
             raise StartupError(f"cannot use {where}: {_reason(exc)}") from exc
-        self._arm_testing_faults(fsync_plan)
         if s.storage_delete_failure_probability > 0:
             log.warning("TESTING: storage deletes fail with probability %s", s.storage_delete_failure_probability)
             plan = FaultPlan(random.Random(), ops=frozenset({"delete"}))
@@ -262,12 +262,12 @@ class Standalone:
             await self.store.close()
             raise StartupError(f"cannot open the metadata store in {where}: {exc}") from exc
 
-    def _arm_testing_faults(self, fsync_plan: FaultPlan) -> None:
-        """Test-only faults, armed once the store is open (recovery itself never fails on purpose)."""
+    def _arm_testing_faults(self) -> None:
+        """Test-only faults, armed once recovery is done (recovery itself never fails on purpose)."""
         s = self.settings
         if s.fsync_failure_probability > 0:
             log.warning("TESTING: ledger fsyncs fail with probability %s", s.fsync_failure_probability)
-            fsync_plan.arm(fail_probability=s.fsync_failure_probability)
+            self._fsync_plan.arm(fail_probability=s.fsync_failure_probability)
         if s.crash_points:
             crashpoints.arm(crashpoints.parse(s.crash_points))
 

@@ -46,6 +46,7 @@ from magnetar.descriptors import report_if_out_of_descriptors
 from magnetar.storage import _files, _format, _rules
 from magnetar.storage._group_commit import GroupCommit, SyncTarget, Write, write_all
 from magnetar.storage._rules import LedgerState
+from magnetar.storage._write_errors import WriteErrorLog
 from magnetar.storage.api import (
     LedgerInfo,
     LedgerNotFound,
@@ -216,6 +217,7 @@ class EmbeddedLedgerStore:
         self._backlog: deque[_Queued] = deque()  # appends waiting for room, written in call order
         self._clock = clock
         self._group = GroupCommit(fsync, write, self._on_sync_failure, self._release)
+        self.write_errors = WriteErrorLog(self._clock)
         self._closed = False
         self._open_files_max = max(1, open_files_max)
         self._open_files: OrderedDict[int, _LedgerFile] = OrderedDict()  # least recently used first
@@ -287,6 +289,7 @@ class EmbeddedLedgerStore:
         try:
             fd = await asyncio.to_thread(self._layout.create_ledger, sidecar)
         except OSError as exc:
+            self.write_errors.failed(ledger_id, "create", exc)
             raise _io_error(ledger_id, "create", exc) from exc
         ledger = _LedgerFile(sidecar, fd, array("Q"), 0, self._write)
         if self._closed:  # closed while the files were being made: do not leak the descriptor
@@ -332,6 +335,12 @@ class EmbeddedLedgerStore:
             return
         self._pending += 1
         self._group.register(ledger, entry_id, future, slot=True)
+        if self.write_errors.failing:  # the first durable append after failures says writes are back
+            future.add_done_callback(self._note_durable)
+
+    def _note_durable(self, future: asyncio.Future[int]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self.write_errors.succeeded()
 
     def _release(self, slots: int) -> None:
         """A group-commit round completed ``slots`` appends: write the ones waiting for room."""
@@ -354,19 +363,22 @@ class EmbeddedLedgerStore:
     def _write_record(self, ledger: _LedgerFile, record: bytes) -> int:
         self._ensure_open(ledger)
         try:
-            return ledger.write_record(record)
+            entry_id = ledger.write_record(record)
         except OSError as exc:
+            self.write_errors.failed(ledger.ledger_id, "append", exc)
             ledger.broken = True
             if ledger.cut_back_failed:
                 self._seal_in_memory(ledger, "could not cut back a failed write")
             raise _io_error(ledger.ledger_id, "append", exc) from exc
+        self.write_errors.succeeded()
+        return entry_id
 
     def _on_sync_failure(self, target: SyncTarget, error: OSError) -> None:
         ledger = self._ledgers.get(target.ledger_id)
         if ledger is None or ledger is not target:
             return
-        logger.error("ledger %d: write or fsync failed (%s); dropping entries not yet durable", ledger.ledger_id,
-                     error)
+        self.write_errors.failed(ledger.ledger_id, "write or fsync (entries not yet durable are dropped, the "
+                                 "ledger is closed to appends)", error)
         ledger.broken = True
         try:
             ledger.cut_back()

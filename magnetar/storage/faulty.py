@@ -11,7 +11,9 @@ Two pieces, used by the simulator (``tests/sim``) and by fault tests:
   event-loop turns later; :meth:`SimDisk.crash` is a power cut: every unsynced entry is dropped (or, if
   asked, a random prefix of them survives, as a disk may flush on its own), and every store opened on the
   disk before the crash is dead (all its operations raise StoreClosed). Ledger creation, seal and delete
-  are durable when they return, as the embedded store's atomic sidecar replacement makes them.
+  are durable when they return, as the embedded store's atomic sidecar replacement makes them. Given a
+  plan, a sync may fail (op ``sync``, EIO): the ledger's writes not yet durable are cut off and it takes no
+  more appends, as the embedded store does after a failed fsync.
 
 Everything is deterministic for a given seed and operation order: no threads, no real time. This module
 knows nothing of topics, cursors or the broker.
@@ -36,7 +38,7 @@ from magnetar.storage.api import LedgerInfo, LedgerNotFound, LedgerStore, Storag
 #: Event-loop turns an append may wait before its sync round (drawn per append from the disk's rng).
 SYNC_DELAY_TURNS_MAX = 3
 
-STORAGE_OPS = frozenset({"create_ledger", "append", "read", "info", "seal", "delete", "list_ledgers"})
+STORAGE_OPS = frozenset({"create_ledger", "append", "read", "info", "seal", "delete", "list_ledgers", "sync"})
 
 
 class FaultPlan(_FaultPlan):
@@ -126,6 +128,7 @@ class _DiskLedger:
     state: LedgerState = LedgerState.OPEN
     entries: list[bytes] = field(default_factory=list)
     synced: int = 0  # entries[:synced] are durable and visible
+    broken: bool = False  # a sync failed: no append may land after the entries it dropped
 
     def info(self) -> LedgerInfo:
         return LedgerInfo(
@@ -146,6 +149,7 @@ class SimDisk:
         self.ledgers: dict[int, _DiskLedger] = {}
         self.next_id = _rules.FIRST_LEDGER_ID
         self.generation = 0  # bumped by every crash; stores of an older generation are dead
+        self.failed_syncs = 0
 
     def crash(self, *, keep_unsynced_probability: float = 0.0) -> int:
         """Power cut. Drops unsynced entries (each ledger may keep a random prefix of them with
@@ -169,8 +173,9 @@ class SimDisk:
 class CrashableLedgerStore:
     """A :class:`~magnetar.storage.api.LedgerStore` on a :class:`SimDisk`, with group-commit-like syncs."""
 
-    def __init__(self, disk: SimDisk, *, clock: Clock | None = None) -> None:
+    def __init__(self, disk: SimDisk, *, clock: Clock | None = None, sync_faults: FaultPlan | None = None) -> None:
         self._disk = disk
+        self._sync_faults = sync_faults
         self._generation = disk.generation
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._closed = False
@@ -197,6 +202,7 @@ class CrashableLedgerStore:
     async def append(self, ledger_id: int, data: bytes | memoryview) -> int:
         ledger = self._ledger(ledger_id)
         _rules.check_appendable(ledger_id, ledger.state)
+        _rules.check_not_broken(ledger_id, ledger.broken)
         payload = bytes(data)
         _rules.check_entry_size(ledger_id, len(payload))
         ledger.entries.append(payload)
@@ -206,6 +212,14 @@ class CrashableLedgerStore:
         self._check_alive()  # a crash while waiting: the write may be lost, the append never completes
         if self._disk.ledgers.get(ledger_id) is not ledger or len(ledger.entries) <= entry_id:
             raise StorageIOError(f"ledger {ledger_id}: entry {entry_id} was lost before its sync", ledger_id)
+        unsynced = entry_id >= ledger.synced  # else an earlier sync already covered it: nothing left to fail
+        if unsynced and self._sync_faults is not None and self._sync_faults.should_fail("sync"):
+            # EIO on fsync: what the page cache holds is unknown, so (as the embedded store does) every write
+            # not yet durable is cut off and the ledger takes no more appends; a crash cannot bring them back
+            del ledger.entries[ledger.synced :]
+            ledger.broken = True
+            self._disk.failed_syncs += 1
+            raise StorageIOError(f"injected fault: ledger {ledger_id}: fsync failed (Input/output error)", ledger_id)
         ledger.synced = max(ledger.synced, len(ledger.entries))  # one sync covers every write so far
         return entry_id
 

@@ -39,3 +39,4 @@ def test_the_ci_seeds_exercise_every_fault() -> None:
     assert sum(s.offloads for s in totals) > 0 and sum(s.releases for s in totals) > 0
     assert sum(s.offload_faults for s in totals) > 0
     assert sum(s.offload_reads for s in totals) > 0 and sum(s.offload_read_faults for s in totals) > 0
+    assert sum(s.failed_syncs for s in totals) > 0

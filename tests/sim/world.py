@@ -233,6 +233,7 @@ class Stats:
     offload_faults: int = 0
     offload_reads: int = 0  # consumer reads served by the object store (released ledgers)
     offload_read_faults: int = 0  # consumer reads of offloaded ledgers the object store failed
+    failed_syncs: int = 0  # EIO on fsync: the unsynced writes cut off, the ledger closed to appends
 
 
 class Simulation(SeedTrace):
@@ -304,6 +305,7 @@ class Simulation(SeedTrace):
             self.last_meta_fault_ms = self.clock.now_ms()
         self.stats.metadata_faults = meta
         self.stats.storage_faults = self.storage_plan.injected
+        self.stats.failed_syncs = self.disk.failed_syncs
         self.stats.offload_faults = self.offload_plan.injected
 
     # ---- worlds (one per process lifetime) -------------------------------------------------------------------
@@ -311,7 +313,8 @@ class Simulation(SeedTrace):
     async def boot(self, *, check: bool) -> None:
         self.world += 1
         self.timers = Timers(self.clock)
-        self.store = FaultyLedgerStore(CrashableLedgerStore(self.disk, clock=self.clock), self.storage_plan)
+        crashable = CrashableLedgerStore(self.disk, clock=self.clock, sync_faults=self.storage_plan)
+        self.store = FaultyLedgerStore(crashable, self.storage_plan)
         self.meta = FaultyMetadataStore(self.meta_inner, self.meta_plan)
         self.offload_store = BlockOffloadStore(self.blobs, self.offload_settings, new_uuid=self.new_uuid)  # cold
         self.factory = LedgerFactory(
