@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 import pytest
 from ledger_world import NAME, WAIT_S, GatedStore, World
@@ -19,6 +20,7 @@ from magnetar.ledger.factory import LedgerFactory
 from magnetar.ledger.formats import decode_ledger, ledger_key
 from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.ledger.states import LedgerState
+from magnetar.storage.api import LedgerInfo, StorageIOError
 from magnetar.storage.memory import MemoryLedgerStore
 
 
@@ -277,3 +279,25 @@ async def test_memory_store_type_is_usable_directly() -> None:
     ml = await factory.open("a/b/persistent/c")
     assert (await ml.add_entry(memoryview(b"view"))).entry_id == 0
     await factory.close()
+
+
+async def test_a_failed_rollover_fails_the_adds_queued_behind_it() -> None:
+    """Those adds must not land before the failed one is sent again (a resend would then be taken for a
+    duplicate of a later sequence id: receipted, never stored)."""
+    world = World(max_entries_per_ledger=2)
+    ml = await world.factory().open(NAME)
+    await add_many(ml, 2)
+    create, failures = world.store.create_ledger, [StorageIOError("No space left on device (injected)")]
+
+    async def fail_once(metadata: Mapping[str, str]) -> LedgerInfo:
+        if failures:
+            raise failures.pop()
+        return await create(metadata)
+
+    world.store.create_ledger = fail_once  # type: ignore[method-assign]
+    queued = [ml.add_entry_future(b"q%d" % i) for i in range(3)]  # the first one rolls over, and fails
+    results = await asyncio.gather(*queued, return_exceptions=True)
+    assert all(isinstance(r, ManagedLedgerError) for r in results), results
+    assert ml.writes_paused and ml.resume_writes()
+    await add_many(ml, 3, b"q")
+    assert await read_all(ml) == [b"m0", b"m1", b"q0", b"q1", b"q2"]
