@@ -9,6 +9,7 @@ how many failed in between.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from magnetar.clock import Clock
@@ -45,3 +46,8 @@ class WriteErrorLog:
         if self.failures:
             logger.warning("ledger store: writes succeed again after %d failed", self.failures)
             self.failures = 0
+
+    def note_outcome(self, append: asyncio.Future[int]) -> None:
+        """A done callback for an append made while writes were failing."""
+        if not append.cancelled() and append.exception() is None:
+            self.succeeded()

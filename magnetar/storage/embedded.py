@@ -336,11 +336,7 @@ class EmbeddedLedgerStore:
         self._pending += 1
         self._group.register(ledger, entry_id, future, slot=True)
         if self.write_errors.failing:  # the first durable append after failures says writes are back
-            future.add_done_callback(self._note_durable)
-
-    def _note_durable(self, future: asyncio.Future[int]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            self.write_errors.succeeded()
+            future.add_done_callback(self.write_errors.note_outcome)
 
     def _release(self, slots: int) -> None:
         """A group-commit round completed ``slots`` appends: write the ones waiting for room."""

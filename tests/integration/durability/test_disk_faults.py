@@ -214,11 +214,13 @@ def test_fsync_failures_never_lose_a_receipted_message(broker: BrokerProcess) ->
         publisher = Publisher(client, topic)
         publisher.send([f"m{i}" for i in range(200)])
         assert publisher.wait_receipts(100), f"only {len(publisher.receipted)} receipted"
-        assert "fsync (entries not yet durable are dropped" in broker.log_text()
+        assert "injected fault: fsync failed" in broker.log_text()
         assert alive(broker)
         broker.kill()  # SIGKILL with sends and failing fsyncs in flight
     finally:
         client.close()
     receipted = list(publisher.receipted)
     restart(broker)
-    assert_stored_once_in_order(read_all(broker, topic), receipted)
+    stored = read_all(broker, topic)
+    assert len(stored) >= len(receipted), (len(stored), broker.log_text()[-3000:])
+    assert_stored_once_in_order(stored, receipted)
