@@ -218,11 +218,11 @@ class OffloadService:
                 policies = await self._policies(topic.namespace_name, cache)
                 if record is None or not policy.work_due(*record, policies, self._clock.now_ms()):
                     continue
-                loads += 1
                 loaded_topic = await self._broker.get_topic(topic, create=False)
-            except (ValueError, BrokerError, ManagedLedgerError, md.MetadataError) as exc:
+            except (ValueError, BrokerError, ManagedLedgerError, md.MetadataError) as exc:  # e.g. a coordinator log
                 log.debug("offload pass: %s not visited: %s", name, exc)
                 continue
+            loads += 1
             self.loaded_for_offload += 1
             log.info("offload pass: loaded %s (not loaded, offload work due)", topic)
             await self._visit(topic.namespace_name, loaded_topic, cache)
