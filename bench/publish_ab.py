@@ -43,6 +43,7 @@ def _cpu_ticks(pid: int) -> tuple[int, int]:
 
 def run(tree: Path, workload: str) -> dict[str, float]:
     verb, flow, flags = WORKLOADS[workload]
+    os.chdir(tree)  # ``python -m`` puts the working directory before PYTHONPATH: the broker must import ``tree``
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "data", env={"PYTHONPATH": str(tree)}).start()
         try:
