@@ -10,9 +10,11 @@ One fresh ``magnetar standalone`` (``tests/integration/broker_process``) is driv
    and the broker CPU seconds that took.
 2. Broker RSS after creation (and before, at start), KiB per topic.
 3. Broker CPU % of one core while nothing happens for ``--idle-s`` seconds (the topics stay loaded).
+   With ``--sweep-s S`` the inactive-topic sweep runs every S seconds (``brokerDeleteInactiveTopicsFrequencySeconds``;
+   the default is 60): the bench waits (bounded) until it has unloaded every idle topic and reports RSS then.
 4. ``--backlog-mib`` of 1 KiB batched messages on ``bench-scale-backlog-*`` topics (``magnetar perf produce``).
-5. Restart (SIGTERM, start again): seconds to the ready line, and to the first successful produce + consume on a
-   random topic, and the broker RSS then.
+5. Restart (SIGTERM, start again): seconds (and broker CPU seconds, which other load on the machine disturbs
+   less) to the ready line, and to the first successful produce + consume on a random topic; the broker RSS then.
 
 Figures are printed as a table (``--json``: one JSON object). Nothing is asserted; the machine is shared, so
 compare configurations in one session and prefer the CPU figures to wall-clock ones.
@@ -101,7 +103,8 @@ def first_round_trip(url: str, topic: str) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, float]:
-    extra: tuple[str, ...] = tuple(x for kv in args.set for x in ("--set", kv))
+    settings = [*args.set, *([f"brokerDeleteInactiveTopicsFrequencySeconds={args.sweep_s}"] if args.sweep_s else [])]
+    extra: tuple[str, ...] = tuple(x for kv in settings for x in ("--set", kv))
     figures: dict[str, float] = {"topics": args.topics, "threads": args.threads}
     with tempfile.TemporaryDirectory(prefix="magnetar-scale-") as tmp:
         broker = BrokerProcess(Path(tmp) / "data", extra_args=extra).start()
@@ -121,6 +124,10 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             done = threading.Event()
             done.wait(args.idle_s)  # the measured idle period itself: nothing to synchronise with
             figures["idle CPU % of a core"] = (cpu_s(pid) - cpu0) / (time.perf_counter() - t0) * 100
+            if args.sweep_s:
+                unloaded = broker.wait_for(lambda log: log.count("unloaded topic") >= args.topics, args.sweep_s * 4)
+                figures["topics unloaded by the sweep"] = broker.log_text().count("unloaded topic")
+                figures["RSS after the sweep MiB"] = rss_mib(pid) if unloaded else float("nan")
             if args.backlog_mib:
                 write_backlog(broker, args.backlog_mib)
                 figures["backlog MiB"] = args.backlog_mib
@@ -128,9 +135,11 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             started = time.perf_counter()
             broker.start()
             figures["restart: ready s"] = time.perf_counter() - started
+            assert broker.proc is not None
+            figures["restart: broker CPU s to ready"] = cpu_s(broker.proc.pid)  # less load-sensitive than wall
             first_round_trip(broker.url, topic_name(random.randrange(args.topics)))
             figures["restart: first produce+consume s"] = time.perf_counter() - started
-            assert broker.proc is not None
+            figures["restart: broker CPU s to first round trip"] = cpu_s(broker.proc.pid)
             figures["RSS after restart MiB"] = rss_mib(broker.proc.pid)
         finally:
             broker.kill()
@@ -142,6 +151,7 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--threads", type=int, default=8, help="client threads creating topics")
     parser.add_argument("--idle-s", type=float, default=30.0, help="idle period measured for CPU")
+    parser.add_argument("--sweep-s", type=int, default=0, help="inactive-topic sweep period (0: broker default)")
     parser.add_argument("--backlog-mib", type=int, default=0, help="backlog written before the restart")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker setting")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
