@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import random
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -101,7 +102,11 @@ class RestartData:
             self._tmp = tempfile.TemporaryDirectory(prefix="magnetar-bench-restart-")
             self._check_disk()
             started = time.perf_counter()
-            self._build()
+            try:
+                self._build()
+            except BaseException:
+                self.close()  # half-built: the next attempt builds afresh
+                raise
             self.build_s = time.perf_counter() - started
         return self.path
 
@@ -126,7 +131,10 @@ class RestartData:
                     "-t", str(backlog_topics), "-s", str(BACKLOG_MESSAGE_BYTES), "-m", str(count),
                     "--processes", "2", "--sample-every", "100", "--max-pending", "500"))
         finally:
-            broker.stop()
+            try:
+                broker.stop()  # a clean stop flushes what fsync-off left in the page cache
+            except subprocess.TimeoutExpired:
+                broker.kill()
 
     def describe(self) -> str:
         if self._tmp is None:
