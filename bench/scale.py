@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import random
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -29,6 +30,7 @@ CREATE_THREADS = 8
 SETTLE_S = 10.0
 IDLE_S = 30.0
 BUILD_TIMEOUT_S = 3_600
+STOP_TIMEOUT_S = 120.0
 PROBE_TIMEOUT_S = 600.0
 PROBE_OP_TIMEOUT_S = 5
 PROBE_RETRY_S = 0.05
@@ -91,6 +93,7 @@ class RestartData:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.build_s = 0.0
         self.note = ""
+        self.stop_note = ""
 
     @property
     def path(self) -> Path:
@@ -131,22 +134,33 @@ class RestartData:
                     "-t", str(backlog_topics), "-s", str(BACKLOG_MESSAGE_BYTES), "-m", str(count),
                     "--processes", "2", "--sample-every", "100", "--max-pending", "500"))
         finally:
-            try:
-                broker.stop()  # a clean stop flushes what fsync-off left in the page cache
-            except subprocess.TimeoutExpired:
-                broker.kill()
+            self.stop_note = _stop(broker)
 
     def describe(self) -> str:
         if self._tmp is None:
             return "not built"
         return (f"{self.topics:,} topics, {self.backlog_gb:g} GB backlog in {BACKLOG_MESSAGE_BYTES // 1024} KiB"
                 f" messages over {min(BACKLOG_TOPICS, self.topics)} topics, built in {self.build_s:.0f} s"
+                f" ({self.stop_note})"
                 + (f"; {self.note}" if self.note else ""))
 
     def close(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+def _stop(broker: BrokerProcess) -> str:
+    """SIGTERM, a bounded wait, then SIGKILL (the backlog is in the page cache either way); says how it went."""
+    assert broker.proc is not None
+    started = time.perf_counter()
+    broker.proc.send_signal(signal.SIGTERM)
+    try:
+        broker.proc.wait(STOP_TIMEOUT_S)
+        return f"its broker stopped {time.perf_counter() - started:.0f} s after SIGTERM"
+    except subprocess.TimeoutExpired:
+        broker.kill()
+        return f"its broker had not stopped {STOP_TIMEOUT_S:.0f} s after SIGTERM: killed"
 
 
 def time_restart(data_dir: Path, topics: int) -> dict[str, float]:
