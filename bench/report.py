@@ -103,6 +103,19 @@ def markdown(workloads: list[Workload], about: dict[str, str], args: argparse.Na
     return "\n".join(lines)
 
 
+PROFILE_TOP_LINES = 6
+
+
+def _hot_spots(out: Path, name: str) -> list[str]:
+    """The first self-time lines of a profile's top-functions text, indented under its bullet."""
+    path = out / "profiles" / f"{name}.top.txt"
+    if not path.exists():
+        return []
+    text = path.read_text().splitlines()
+    own = text[text.index("self time:") + 1:] if "self time:" in text else []
+    return [f"  - {line.strip()}" for line in own[:PROFILE_TOP_LINES] if line.strip()]
+
+
 def _row(w: Workload, t: Target, peers: PeerResults) -> str:
     values = [r[t.figure] for r in w.runs if t.figure in r]
     if not values:
@@ -139,8 +152,14 @@ def _peer_note(peers: PeerResults) -> str:
 
 def _profiles(workloads: list[Workload], args: argparse.Namespace) -> list[str]:
     names = {w.name for w in workloads}
-    rows = [f"- `profiles/{p}.svg`, `profiles/{p}.top.txt`: {what} (`{w}`)" for p, what, w in PROFILES if w in names]
-    if not args.profile or not rows:
+    chosen = [(p, what, w) for p, what, w in PROFILES if w in names]
+    if not args.profile or not chosen:
         return ["## Profiles", "", "Not recorded in this run (`--profile`).", ""]
-    return ["## Profiles", "", "py-spy flame graphs of the broker and top functions (self and inclusive share of"
-            " busy samples) during the measured part of the last run of each workload:", "", *rows, ""]
+    lines = ["## Profiles", "", "py-spy flame graphs of the broker and top functions (self and inclusive share of"
+             " busy samples) during the measured part of the last run of each workload, with the top self-time"
+             " lines. py-spy sees Python frames only: time in uvloop's C loop (socket reads and writes, polling)"
+             " shows as `Runner.run` self time.", ""]
+    for p, what, w in chosen:
+        lines.append(f"- `profiles/{p}.svg`, `profiles/{p}.top.txt`: {what} (`{w}`)")
+        lines += _hot_spots(args.out, p)
+    return [*lines, ""]
