@@ -113,7 +113,8 @@ def _hot_spots(out: Path, name: str) -> list[str]:
         return []
     text = path.read_text().splitlines()
     own = text[text.index("self time:") + 1:] if "self time:" in text else []
-    return [f"  - {line.strip()}" for line in own[:PROFILE_TOP_LINES] if line.strip()]
+    own = own[:own.index("")] if "" in own else own  # the self-time block ends at the blank line
+    return [f"  - {line.strip()}" for line in own[:PROFILE_TOP_LINES]]
 
 
 def _row(w: Workload, t: Target, peers: PeerResults) -> str:

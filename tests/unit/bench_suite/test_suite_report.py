@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from bench.peers import PeerResults, _add_phys, _add_summary
 from bench.report import markdown
@@ -64,3 +65,17 @@ def test_peers_not_run_say_so() -> None:
     w = Workload("e2e-1000", "e2e", run_publish, targets=(target,), runs=[{"e2e p99 ms": 1.4}])
     text = markdown([w], {}, args(), PeerResults(note="not run (no --peers)"), 1.0)
     assert "| ≤ 0.7 | 1.4 | 1.4 | no | not run (no --peers) | - |" in text
+
+
+def test_profiles_section_lists_files_and_hot_spots(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "publish.top.txt").write_text(
+        "10 samples at 250 Hz (busy samples only)\n\nself time:\n  60.0%  fsync (storage.py:1)\n"
+        "  40.0%  send (x.py:2)\n\ninclusive time:\n 100.0%  main (cli.py:1)\n")
+    w = Workload("publish-batched", "publish batched", run_publish, runs=[{"server CPU µs/msg": 2.0}])
+    text = markdown([w], {}, args(profile=True, out=tmp_path), PeerResults(), 1.0)
+    section = text[text.index("## Profiles"):]
+    assert "`profiles/publish.svg`, `profiles/publish.top.txt`: publish, batched (`publish-batched`)" in section
+    assert "  - 60.0%  fsync (storage.py:1)\n  - 40.0%  send (x.py:2)\n" in section
+    assert "main (cli.py:1)" not in section and "dispatch" not in section  # inclusive lines; absent workloads
+    assert "Not recorded" in markdown([w], {}, args(), PeerResults(), 1.0)
