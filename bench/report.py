@@ -69,7 +69,7 @@ def invocation(args: argparse.Namespace) -> str:
 
 
 def markdown(workloads: list[Workload], about: dict[str, str], args: argparse.Namespace, peers: PeerResults,
-             elapsed_s: float) -> str:
+             elapsed_s: float, when: str = "") -> str:
     lines = [
         "# magnetar benchmark results", "",
         "The whole suite with peers and profiles (~20 min on the 2-core machine; `--quick`: ~5 min):", "",
@@ -78,7 +78,8 @@ def markdown(workloads: list[Workload], about: dict[str, str], args: argparse.Na
         ".venv/bin/python bench/suite.py --quick --peers DIR --profile   # smaller counts",
         ".venv/bin/python bench/suite.py --only publish-unbatched consume-backlog   # some workloads",
         "```", "",
-        f"This run: `{invocation(args)}` at {time.strftime('%Y-%m-%d %H:%M %Z')}, {elapsed_s / 60:.1f} min. Each"
+        f"This run: `{invocation(args)}` at {when or time.strftime('%Y-%m-%d %H:%M %Z')}, {elapsed_s / 60:.1f} min."
+        " Each"
         f" workload ran {args.repeats} time(s) on a fresh broker; shown: the best run and the spread (min - max)."
         " The client and the broker share the machine's cores, and other jobs may have run beside them: compare"
         " server CPU per message (broker CPU seconds from /proc over the measured run / messages), which the load"
@@ -135,10 +136,14 @@ def _peer_cells(t: Target, peers: PeerResults, measured: float | None) -> str:
         if value is None:
             continue
         shown.append(f"{peer}{' (p50)' if 'p50' in figure else ''} {fmt(value)}")
-        ratios.append(f"{measured / value:.2g}x" if measured is not None and value else "-")
+        ratios.append(_ratio(measured / value) if measured is not None and value else "-")
     if not shown:
         return f"{peers.note or 'not run'} | -"
     return f"{'; '.join(shown)} | {'; '.join(ratios)}"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2g}x" if value < 10 else f"{value:,.0f}x"
 
 
 def _peer_note(peers: PeerResults) -> str:

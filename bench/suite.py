@@ -359,6 +359,7 @@ def main() -> None:
         about["restart data"] = restart_data.describe()
         restart_data.close()
     peers = _peers(args)
+    about["load average at end"] = _load()
     write_results(args.out, chosen, about, args, peers, time.time() - started)
     print(f"wrote {args.out / 'latest.md'}")
 
