@@ -157,8 +157,10 @@ async def test_recovery_rebuilds_the_same_view(world: World, snapshot: str) -> N
         await tb.take_snapshot()
         saved = decode_snapshot((await metadata.get(key)).value)  # type: ignore[union-attr]
         assert saved.max_read_position == tb.max_read_position() and saved.aborted == tuple(tb.aborted_index())
-    elif snapshot == "none":
-        await metadata.delete(key)
+    elif snapshot == "none":  # recovery takes no snapshot of a topic that replayed nothing: there may be none
+        if await metadata.get(key) is not None:
+            await metadata.delete(key)
+        assert await metadata.get(key) is None
     else:
         await metadata.put(key, b"{not json")
     again = world.buffer()
