@@ -81,10 +81,10 @@ class Consumer:
         frames = self._frames
         if frames is None:
             frames = self._frames = MessageFrames(self.consumer_id, self.partition)
-        send_frame, unacked = self.endpoint.send_frame, self.unacked
+        send, unacked = self.endpoint.send_frame_parts, self.unacked
         messages = out_bytes = newly_unacked = 0
         for position, data, num_messages, redelivery_count, ack_set in deliveries:
-            send_frame(frames.frame(position.ledger_id, position.entry_id, data, redelivery_count, ack_set))
+            send(frames.header(position.ledger_id, position.entry_id, len(data), redelivery_count, ack_set), data)
             messages += num_messages
             out_bytes += len(data)
             newly_unacked += num_messages - unacked.get(position, 0)

@@ -30,6 +30,10 @@ class Endpoint(Protocol):
         """Queue an encoded frame for the peer (never blocks; frames leave in call order)."""
         ...
 
+    def send_frame_parts(self, head: bytes, payload: bytes) -> None:
+        """Queue one frame given as its head and its payload, without joining them (no copy of the payload)."""
+        ...
+
     def forget_producer(self, producer_id: int) -> None:
         """The broker closed this producer (e.g. fenced): drop it from the connection's table."""
         ...

@@ -48,6 +48,9 @@ class Endpoint:
     def send_frame(self, frame: bytes) -> None:
         pass
 
+    def send_frame_parts(self, head: bytes, payload: bytes) -> None:
+        pass
+
     def forget_producer(self, producer_id: int) -> None:
         pass
 

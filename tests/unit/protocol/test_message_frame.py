@@ -53,3 +53,10 @@ def test_varint_round_trips(value: int) -> None:
     decoded = sum((b & 0x7F) << (7 * i) for i, b in enumerate(raw))
     assert decoded == value
     assert all(b & 0x80 for b in raw[:-1]) and not raw[-1] & 0x80
+
+
+def test_header_is_the_frame_without_the_entry() -> None:
+    frames = MessageFrames(9, 1)
+    for redelivery, ack_set in [(0, None), (2, None), (0, [5])]:
+        frame = frames.frame(4, 77, b"payload", redelivery, ack_set)
+        assert frames.header(4, 77, len(b"payload"), redelivery, ack_set) + b"payload" == frame
