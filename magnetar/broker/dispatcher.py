@@ -29,6 +29,7 @@ from magnetar.broker.key_shared import key_hash, sticky_key
 from magnetar.clock import Clock
 from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, OffloadReadError, Position
 from magnetar.ledger.bitset import all_set, int_to_words, words_to_int
+from magnetar.protocol.dispatch_fields import dispatch_fields
 
 log = logging.getLogger("magnetar.broker.dispatcher")
 
@@ -59,6 +60,10 @@ class EntryGate(Protocol):
 
     def max_read_position(self) -> Position | None:
         """Read no entry after this position (None: no limit)."""
+        ...
+
+    def passes_all(self) -> bool:
+        """True when every readable entry would get GATE_DELIVER (asked once per read batch)."""
         ...
 
     def verdict(self, position: Position, metadata: proto.pb.MessageMetadata) -> int:
@@ -248,8 +253,14 @@ class Dispatcher:
     def _prepare(self, entries: list[Entry]) -> list[Prepared]:
         prepared = []
         markers = []
-        gate = self._gate
+        gate = self._gate if self._gate is not None and not self._gate.passes_all() else None
+        fast = gate is None and not self._hash_keys  # then two metadata fields decide (markers excepted)
         for position, data in entries:
+            fields = dispatch_fields(data) if fast else None
+            if fields is not None:
+                num, deliver_at = fields
+                prepared.append(Prepared(position, data, num if num > 0 else 1, 0, deliver_at))
+                continue
             meta = proto.parse_entry_metadata(data)
             verdict = gate.verdict(position, meta) if gate is not None else GATE_DELIVER
             if verdict == GATE_DROP or meta.HasField("marker_type"):

@@ -67,6 +67,10 @@ class PendingAckStore:
         owners = self._owners.get(position)
         return owners is not None and WHOLE in owners.values()
 
+    def has_pending(self) -> bool:
+        """Some entry is acked by an open transaction (dispatch then asks entry by entry)."""
+        return bool(self._owners)
+
     def pending_mask(self, position: Position) -> int:
         """Batch indexes of ``position`` acked by open transactions (0 if none)."""
         mask = 0

@@ -72,6 +72,13 @@ class _Gate:
     def max_read_position(self) -> Position | None:
         return self._owner.buffer.max_read_position()
 
+    def passes_all(self) -> bool:
+        # entries of open transactions lie past max_read_position; only aborts and pending acks filter
+        if self._owner.buffer.aborted_count():
+            return False
+        store = self._owner.stores.get(self._subscription)
+        return store is None or not store.has_pending()
+
     def verdict(self, position: Position, metadata: proto.pb.MessageMetadata) -> int:
         txn = txn_of(metadata)
         if txn is not None and self._owner.buffer.is_aborted(txn):
