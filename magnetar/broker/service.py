@@ -62,8 +62,12 @@ def partitioned_topic_key(topic: TopicName) -> str:
     return f"/admin/partitioned-topics/{topic.tenant}/{topic.namespace}/{topic.domain}/{local}"
 
 
+#: tenants' and namespaces' records, read on each topic creation (the standalone caches them in memory)
+POLICIES_PREFIX = "/admin/policies/"
+
+
 def namespace_key(ns: NamespaceName) -> str:
-    return f"/admin/policies/{ns.tenant}/{ns.namespace}"
+    return f"{POLICIES_PREFIX}{ns.tenant}/{ns.namespace}"
 
 
 @dataclass(frozen=True, slots=True)

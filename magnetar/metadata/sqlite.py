@@ -10,6 +10,10 @@ Schema: ``records(key TEXT PRIMARY KEY, value BLOB, version INTEGER, created_ms 
 INTEGER)``. Children are found with a range scan over the key order (every key below ``/a`` sorts between
 ``/a/`` and ``/a0``, since ``0`` follows ``/``). SQLite errors surface as :class:`MetadataError`.
 
+Records below ``cached_prefixes`` (the broker passes the tenant and namespace policies, read on every topic
+creation) are kept in memory once read: this process is the only writer of its database, and its own
+``put``/``delete`` replace the cached record, so a cached read is what SQLite would return.
+
 This module knows nothing of storage, ledgers or the broker.
 """
 
@@ -43,6 +47,7 @@ CREATE TABLE IF NOT EXISTS records (
 ) WITHOUT ROWID
 """
 _BUSY_TIMEOUT_MS = 5000
+_CACHE_MAX = 4096  # records kept for cached_prefixes; past it the cache starts over (tenants and namespaces)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -63,8 +68,12 @@ def _connect(path: Path) -> sqlite3.Connection:
 class SqliteMetadataStore:
     """A :class:`~magnetar.metadata.api.MetadataStore` in one SQLite file."""
 
-    def __init__(self, path: str | Path, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, clock: Clock | None = None, cached_prefixes: tuple[str, ...] = ()
+    ) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._cached_prefixes = cached_prefixes
+        self._cache: dict[str, Record | None] = {}
         try:
             self._db: sqlite3.Connection | None = _connect(Path(path))
         except sqlite3.Error as exc:
@@ -108,15 +117,37 @@ class SqliteMetadataStore:
             return None
         return Record(key, bytes(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
+    def _cached_read(self, key: str) -> Record | None:
+        if not self._cached_prefixes or not key.startswith(self._cached_prefixes):
+            return self._read(key)
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        record = self._read(key)
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache.clear()
+        self._cache[key] = record
+        return record
+
+    def _written(self, key: str, record: Record | None) -> None:
+        """After a commit (or a failed write, with ``None``: read again next time)."""
+        if self._cached_prefixes and key.startswith(self._cached_prefixes):
+            if record is None:
+                self._cache.pop(key, None)
+            else:
+                self._cache[key] = record
+
     async def get(self, key: str) -> Record | None:
         self._conn()
         _rules.validate_key(key, allow_root=True)
-        return self._read(key)
+        return self._cached_read(key)
 
     async def put(self, key: str, value: bytes, expected_version: int | None = None) -> Record:
         self._conn()
         _rules.validate_key(key, allow_root=False)
         payload = bytes(value)
+        self._written(key, None)  # whatever happens below, the next read asks SQLite (or this put's record)
         with self._transaction(key) as db:
             current = self._read(key)
             _rules.check_put(key, None if current is None else current.version, expected_version)
@@ -130,6 +161,7 @@ class SqliteMetadataStore:
                 " VALUES (?, ?, ?, ?, ?)",
                 (key, record.value, record.version, record.created_ms, record.modified_ms),
             )
+        self._written(key, record)
         kind = EventKind.CREATED if current is None else EventKind.MODIFIED
         self._watchers.notify(WatchEvent(key, kind))
         return record
@@ -137,6 +169,7 @@ class SqliteMetadataStore:
     async def delete(self, key: str, expected_version: int | None = None) -> None:
         self._conn()
         _rules.validate_key(key, allow_root=False)
+        self._written(key, None)
         with self._transaction(key) as db:
             current = self._read(key)
             _rules.check_delete(key, None if current is None else current.version, expected_version)
@@ -162,7 +195,7 @@ class SqliteMetadataStore:
         """True when a record is stored at ``key`` (an implicit parent alone does not count)."""
         self._conn()
         _rules.validate_key(key, allow_root=True)
-        return self._read(key) is not None
+        return self._cached_read(key) is not None
 
     def watch(self, prefix: str, callback: WatchCallback) -> Callable[[], None]:
         self._conn()
@@ -171,6 +204,7 @@ class SqliteMetadataStore:
     async def close(self) -> None:
         db, self._db = self._db, None
         self._watchers.clear()
+        self._cache.clear()
         if db is not None:
             db.close()
 

@@ -24,7 +24,7 @@ from magnetar import crashpoints
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
 from magnetar.broker.replication.api import RemoteProducerFactory
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service import POLICIES_PREFIX, BrokerService
 from magnetar.broker.transactions.api import TxnParticipants
 from magnetar.broker.transactions.batching import LogFamily
 from magnetar.broker.transactions.coordinator import EndPolicy
@@ -257,7 +257,8 @@ class Standalone:
             self.store = FaultyLedgerStore(self.store, plan)
         log.info("opening metadata store %s", s.data_dir / "metadata.db")
         try:
-            self.metadata = self._given_metadata or SqliteMetadataStore(s.data_dir / "metadata.db")
+            self.metadata = self._given_metadata or SqliteMetadataStore(
+                s.data_dir / "metadata.db", cached_prefixes=(POLICIES_PREFIX,))
         except (OSError, sqlite3.Error) as exc:
             await self.store.close()
             raise StartupError(f"cannot open the metadata store in {where}: {exc}") from exc
