@@ -6,6 +6,10 @@ with the duplicate receipt (-1, -1) if the original landed. The persisted map is
 properties of a system cursor (``pulsar.dedup``) every ``snapshot_interval_entries`` entries, with the
 cursor's mark-delete at the snapshot point; recovery loads the snapshot and replays the entries after it,
 so a crash between a store and its receipt never lets the client's resend land twice.
+
+A topic that holds no entry and no ``pulsar.dedup`` cursor has nothing to recover: its cursor (a metadata
+write) is created when the first producer is admitted (``ensure_cursor``), before anything it sends can land,
+so the many topics that are only subscribed to never pay for it.
 """
 
 from __future__ import annotations
@@ -14,8 +18,15 @@ import asyncio
 import logging
 
 from magnetar import protocol as proto
-from magnetar.broker.errors import PersistenceError
-from magnetar.ledger.api import Cursor, EntryCorruptedError, InitialPosition, ManagedLedger, Position
+from magnetar.broker.errors import PersistenceError, ServiceNotReady
+from magnetar.ledger.api import (
+    Cursor,
+    EntryCorruptedError,
+    InitialPosition,
+    ManagedLedger,
+    ManagedLedgerError,
+    Position,
+)
 
 log = logging.getLogger("magnetar.broker.dedup")
 
@@ -72,6 +83,8 @@ class Deduplication:
         """Load the last snapshot and replay the entries stored after it."""
         if not self.enabled:
             return
+        if CURSOR_NAME not in self._ledger.cursors and self._ledger.number_of_entries() == 0:
+            return  # nothing stored, nothing to replay: ensure_cursor opens it for the first producer
         self._cursor = await self._ledger.open_cursor(CURSOR_NAME, InitialPosition.EARLIEST)
         self._persisted = {name: int(seq) for name, seq in self._cursor.properties.items()}
         replayed = 0
@@ -96,6 +109,14 @@ class Deduplication:
         self._since_snapshot = replayed
         if replayed:
             log.info("%s: deduplication state rebuilt from %d entries", self._ledger.name, replayed)
+
+    async def ensure_cursor(self) -> None:
+        """Open (creating if needed) the ``pulsar.dedup`` cursor; before a producer may send."""
+        if self.enabled and self._cursor is None:
+            try:
+                self._cursor = await self._ledger.open_cursor(CURSOR_NAME, InitialPosition.EARLIEST)
+            except ManagedLedgerError as exc:
+                raise ServiceNotReady(f"{self._ledger.name}: deduplication cursor not opened: {exc}") from exc
 
     def last_sequence_id(self, name: str) -> int:
         return self._persisted.get(name, -1) if self.enabled else -1

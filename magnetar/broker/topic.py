@@ -142,6 +142,7 @@ class PersistentTopic:
             if not successor:
                 raise ProducerBusy(f"Producer with name '{producer.name}' is already connected to topic")
             self.remove_producer(existing)
+        await self.dedup.ensure_cursor()
         admission = await self.access.admit(producer, presented_epoch)
         if isinstance(admission, Granted):
             self.producers[producer.name] = producer

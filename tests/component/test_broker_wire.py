@@ -66,6 +66,29 @@ async def test_resent_sequence_ids_are_stored_once(standalone: Standalone) -> No
     await peer.close()
 
 
+async def test_dedup_cursor_comes_with_the_first_producer(standalone: Standalone) -> None:
+    """A topic only subscribed to has no ``pulsar.dedup`` cursor (a metadata write per topic saved); the
+    first producer creates it before anything lands, and the state is recovered on the next load."""
+    topic = "persistent://public/default/dedup-lazy"
+    consumer = await WirePeer.connect(standalone.broker_port)
+    await subscribe(consumer, topic)
+    loaded = standalone.broker.topics[topic]
+    assert sorted(loaded.ledger.cursors) == ["sub"]
+    peer = await WirePeer.connect(standalone.broker_port)
+    name = await create_producer(peer, topic, producer_id=1, name="lazy")
+    assert "pulsar.dedup" in loaded.ledger.cursors
+    for seq in (0, 1):
+        peer.send(proto.commands.send(1, seq), entry(seq, b"m%d" % seq, producer=name))
+    for _ in range(2):
+        await peer.expect(T.SEND_RECEIPT)
+    await peer.close()
+    await consumer.close()
+    await loaded.close()
+    del standalone.broker.topics[topic]
+    reloaded = await standalone.broker.get_topic(TopicName.parse(topic), create=False)
+    assert reloaded is not loaded and reloaded.last_sequence_id("lazy") == 1
+
+
 async def test_receipts_follow_send_order_under_pipelining(standalone: Standalone) -> None:
     topic = "persistent://public/default/ordered"
     peer = await WirePeer.connect(standalone.broker_port)
