@@ -9,10 +9,15 @@ is unloaded: closed and forgotten, reloaded from its managed ledger on next use.
 unless asked), it is deleted instead when ``brokerDeleteInactiveTopicsMode`` allows:
 ``delete_when_no_subscriptions`` (no durable subscription) or ``delete_when_subscriptions_caught_up``
 (every subscription has consumed everything). Topics of ``pulsar/system`` are never touched.
+
+After a sweep that unloaded topics, glibc's ``malloc_trim(0)`` hands the freed heap back to the system, so the
+broker's RSS follows the topics it holds (without it the allocator keeps the pages for reuse).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 
 from magnetar.broker.admin import BrokerAdmin
@@ -28,6 +33,26 @@ log = logging.getLogger("magnetar.broker.inactive")
 SYSTEM_NAMESPACE = NamespaceName("pulsar", "system")
 MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
 TOPICS_PER_SWEEP_MAX = 100_000
+
+
+def _load_malloc_trim() -> ctypes._NamedFuncPointer | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS): the allocator keeps its pages
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def return_free_memory() -> None:
+    """Give the heap pages freed by unloaded topics back to the system (glibc only; else nothing)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def is_inactive(topic: PersistentTopic) -> bool:
@@ -87,6 +112,8 @@ class InactiveTopics:
                 continue
             await self._retire(key, topic)
             gone += 1
+        if gone:
+            return_free_memory()
         return gone
 
     async def _retire(self, key: str, topic: PersistentTopic) -> None:
