@@ -39,30 +39,23 @@ def dispatch_fields(entry: bytes) -> tuple[int, int | None] | None:
     deliver_at: int | None = None
     i = _METADATA_AT
     while i < end:
-        key = 0
-        shift = 0
-        while True:  # the tag is a varint too (fields above 15 take two bytes)
-            if i >= end or shift > 28:
+        key = entry[i]
+        i += 1
+        if key >= 0x80:  # fields 16..2047 take a two-byte tag; longer ones are left to protobuf
+            if i >= end or entry[i] >= 0x80:
                 return None
-            b = entry[i]
+            key = (key & 0x7F) | entry[i] << 7
             i += 1
-            key |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
+        if key < 8 or key >> 3 == _MARKER_FIELD:
+            return None
         wire = key & 7
         if wire == 0 or wire == 2:
-            value = 0
-            shift = 0
-            while True:
-                if i >= end or shift > 63:
+            value = entry[i] if i < end else 0x80
+            i += 1
+            if value >= 0x80:  # a multi-byte varint (one byte is the common case)
+                value, i = _long_varint(entry, i, end, value & 0x7F)
+                if i < 0:
                     return None
-                b = entry[i]
-                i += 1
-                value |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
             if wire == 2:
                 i += value
             elif key == _NUM_MESSAGES_TAG:
@@ -75,6 +68,17 @@ def dispatch_fields(entry: bytes) -> tuple[int, int | None] | None:
             i += 4
         else:
             return None  # groups: let protobuf decide
-        if key >> 3 == _MARKER_FIELD or key >> 3 == 0:
-            return None
     return (num, deliver_at) if i == end else None
+
+
+def _long_varint(entry: bytes, i: int, end: int, value: int) -> tuple[int, int]:
+    """The rest of a varint whose first seven bits are ``value``; index -1 when it is cut off or too long."""
+    shift = 7
+    while i < end and shift <= 63:
+        b = entry[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+    return 0, -1
