@@ -109,6 +109,7 @@ class TransactionBuffer:
         self.txn_entries_total = 0
         self.recovered_entries = 0
         self._appended_since_snapshot = 0
+        self._unchanged_at: Position | None = None  # last confirmed when the stored state was last current
 
     # ---- isolation -------------------------------------------------------------------------------------
 
@@ -262,8 +263,10 @@ class TransactionBuffer:
             self._appended_since_snapshot = 0
             self._aborts_since_snapshot = 0
             try:
+                at = self._ledger.last_confirmed
                 await self._snapshots.save(self.topic, self.snapshot())
                 self.last_snapshot_ms = self._clock.now_ms()
+                self._unchanged_at = at
             except (MetadataError, SnapshotError) as exc:
                 log.warning("%s: transaction-buffer snapshot not written: %s", self.topic, exc)
 
@@ -316,6 +319,8 @@ class TransactionBuffer:
         self._recompute()
         if self.recovered_entries:  # nothing replayed: a snapshot would move nothing (a new topic has none)
             await self.take_snapshot()
+        else:
+            self._unchanged_at = self._ledger.last_confirmed  # the next recovery would find the same
         level = logging.INFO if snapshot is not None or self.recovered_entries else logging.DEBUG
         log.log(level, "%s: transaction buffer ready (%d entries replayed, %d open, %d aborted)",
                 self.topic, self.recovered_entries, len(self._ongoing), len(self._aborted))
@@ -359,6 +364,8 @@ class TransactionBuffer:
         if self._snapshot_task is not None:
             self._snapshot_task.cancel()
             self._snapshot_task = None
-        if self.state is BufferState.READY:
+        # nothing stored since the last snapshot (or a recovery that replayed nothing): the next recovery finds
+        # this state without one, so a topic that never saw an entry closes without a metadata write
+        if self.state is BufferState.READY and self._ledger.last_confirmed != self._unchanged_at:
             await self.take_snapshot()
         self.state = BufferState.CLOSED

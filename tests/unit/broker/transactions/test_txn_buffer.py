@@ -254,3 +254,19 @@ async def test_plain_traffic_moves_the_snapshot_forward(world: World, monkeypatc
     await asyncio.wait_for(task, 5)
     saved = await world.snapshots.load(tb.topic)
     assert saved is not None and saved.max_read_position == world.ledger.last_confirmed
+
+
+async def test_close_writes_a_snapshot_only_when_something_was_stored(world: World) -> None:
+    tb = world.buffer()
+    await tb.recover()
+    await tb.close()
+    assert await world.snapshots.load(tb.topic) is None  # an empty topic: nothing to remember, no write
+    again = world.buffer()
+    await again.recover()
+    await world.send(again, b"open", T1)
+    await again.close()
+    saved = await world.snapshots.load(tb.topic)
+    assert saved is not None and saved.max_read_position < world.ledger.last_confirmed  # before T1's entry
+    third = world.buffer()
+    await third.recover()
+    assert third.recovered_entries == 1 and third.ongoing() == again.ongoing()  # the open txn, from its start
