@@ -11,7 +11,8 @@ One fresh ``magnetar standalone`` (``tests/integration/broker_process``) is driv
 2. Broker RSS after creation (and before, at start), KiB per topic.
 3. Broker CPU % of one core while nothing happens for ``--idle-s`` seconds (the topics stay loaded).
    With ``--sweep-s S`` the inactive-topic sweep runs every S seconds (``brokerDeleteInactiveTopicsFrequencySeconds``;
-   the default is 60): the bench waits (bounded) until it has unloaded every idle topic and reports RSS then.
+   the default is 60): the bench waits (bounded) until it has unloaded every idle topic and reports RSS then,
+   and the broker CPU that took per topic (the wait's idle CPU included).
 4. ``--backlog-mib`` of 1 KiB batched messages on ``bench-scale-backlog-*`` topics (``magnetar perf produce``).
 5. Restart (SIGTERM, start again): seconds (and broker CPU seconds, which other load on the machine disturbs
    less) to the ready line, and to the first successful produce + consume on a random topic; the broker RSS then.
@@ -125,8 +126,10 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             done.wait(args.idle_s)  # the measured idle period itself: nothing to synchronise with
             figures["idle CPU % of a core"] = (cpu_s(pid) - cpu0) / (time.perf_counter() - t0) * 100
             if args.sweep_s:
+                cpu0 = cpu_s(pid)
                 unloaded = broker.wait_for(lambda log: log.count("unloaded topic") >= args.topics, args.sweep_s * 4)
-                figures["topics unloaded by the sweep"] = broker.log_text().count("unloaded topic")
+                figures["topics unloaded by the sweep"] = gone = broker.log_text().count("unloaded topic")
+                figures["broker CPU ms per topic unloaded"] = (cpu_s(pid) - cpu0) / max(gone, 1) * 1e3
                 figures["RSS after the sweep MiB"] = rss_mib(pid) if unloaded else float("nan")
             if args.backlog_mib:
                 write_backlog(broker, args.backlog_mib)
