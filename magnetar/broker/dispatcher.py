@@ -278,9 +278,10 @@ class Dispatcher:
             self._cursor.acknowledge(markers)
         return prepared
 
-    def _delivery(self, p: Prepared) -> DeliveryFields:
+    def _delivery(self, p: Prepared, gate_open: bool = False) -> DeliveryFields:
+        """``gate_open``: the gate passed every entry just now (same loop step), no pending mask to ask for."""
         ack_set = self._cursor.batch_ack_set(p.position)
-        held = self._gate.pending_mask(p.position) if self._gate is not None else 0
+        held = self._gate.pending_mask(p.position) if self._gate is not None and not gate_open else 0
         if held:  # batch indexes an open transaction acked are not handed out again
             unacked = words_to_int(ack_set, p.num_messages) if ack_set is not None else all_set(p.num_messages)
             ack_set = int_to_words(unacked & ~held)
@@ -345,7 +346,8 @@ class SingleActiveDispatcher(Dispatcher):
             if active is not self._active or active.closed:
                 self._cursor.rewind()  # the active consumer changed while we read
                 return True
-            deliveries = [self._delivery(p) for p in self._prepare(entries)]
+            gate_open = self._gate is None or self._gate.passes_all()  # no await from here to deliver()
+            deliveries = [self._delivery(p, gate_open) for p in self._prepare(entries)]
             if deliveries:
                 active.deliver(deliveries, self._clock.now_ms())
         return True
