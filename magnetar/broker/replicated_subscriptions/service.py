@@ -56,19 +56,13 @@ class ReplicatedSubscriptions:
         return ctrl
 
     def topic_loaded(self, topic: PersistentTopic) -> None:
-        """Every topic answers other clusters' requests and updates; restored subscriptions keep their flag.
-        A topic with no replicated subscription gets its controller with the first marker copy it stores
-        (most topics never see one: no controller, no per-topic cost)."""
+        """Every topic answers other clusters' requests and updates; restored subscriptions keep their flag."""
         if not self.enabled:
             return
-        replicated = [s for s in topic.subscriptions.values() if s.durable and s.cursor.properties.get(PROPERTY)]
-        if not replicated:
-            topic.on_marker_stored = lambda position, metadata, entry: self.controller(topic).marker_stored(
-                position, metadata, entry)
-            return
         ctrl = self.controller(topic)
-        for sub in replicated:
-            ctrl.attach(sub)
+        for sub in topic.subscriptions.values():
+            if sub.durable and sub.cursor.properties.get(PROPERTY):
+                ctrl.attach(sub)
 
     async def subscribed(self, topic: PersistentTopic, sub: Subscription, requested: bool) -> None:
         """SUBSCRIBE with ``replicate_subscription_state=true`` turns it on (never off)."""
