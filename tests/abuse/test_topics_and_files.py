@@ -67,14 +67,20 @@ def test_auto_created_topics_release_their_files(broker: BrokerProcess) -> None:
         reader_client.close()
 
 
+def namespace_with_topics(broker: BrokerProcess, prefix: str, topics: int) -> str:
+    """A new namespace ``public/<prefix>-...`` holding non-partitioned topics t0..t<topics-1>."""
+    namespace = f"public/{unique(prefix)}"
+    assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
+    for i in range(topics):
+        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}")[0] == 204
+    return namespace
+
+
 def test_a_namespace_holds_at_most_max_topics(broker: BrokerProcess) -> None:
     """Declared partitions count one each, written to or not; over the limit the admin API answers 412 and
     auto-creation NotAllowedError, as Pulsar does."""
-    namespace = f"public/{unique('quota')}"
+    namespace = namespace_with_topics(broker, "quota", TOPICS_PER_NAMESPACE - 5)
     over = (412, {"reason": "Exceed maximum number of topics in namespace."})
-    assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
-    for i in range(TOPICS_PER_NAMESPACE - 5):
-        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}")[0] == 204
     assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/p/partitions", 6) == over
     assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/p/partitions", 3)[0] == 204  # 18 of 20
     client = make_client(broker.url)
@@ -95,10 +101,7 @@ def test_a_namespace_holds_at_most_max_topics(broker: BrokerProcess) -> None:
 
 def test_concurrent_creations_cannot_overshoot_max_topics(broker: BrokerProcess) -> None:
     """The count and the creation are one step: 20 creations at once with room for 5 leave exactly 20 topics."""
-    namespace = f"public/{unique('quota-race')}"
-    assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
-    for i in range(TOPICS_PER_NAMESPACE - 5):
-        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}")[0] == 204
+    namespace = namespace_with_topics(broker, "quota-race", TOPICS_PER_NAMESPACE - 5)
     paths = [f"/admin/v2/persistent/{namespace}/racer{i}" + ("/partitions" if i % 2 else "") for i in range(20)]
     with ThreadPoolExecutor(max_workers=len(paths)) as pool:
         statuses = list(pool.map(lambda path: http(broker, "PUT", path, 1 if path.endswith("s") else None)[0], paths))
@@ -107,10 +110,7 @@ def test_concurrent_creations_cannot_overshoot_max_topics(broker: BrokerProcess)
 
 
 def test_system_topics_do_not_count_against_max_topics(broker: BrokerProcess) -> None:
-    namespace = f"public/{unique('quota-system')}"
-    assert http(broker, "PUT", f"/admin/v2/namespaces/{namespace}")[0] == 204
-    for i in range(TOPICS_PER_NAMESPACE - 1):
-        assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t{i}")[0] == 204
+    namespace = namespace_with_topics(broker, "quota-system", TOPICS_PER_NAMESPACE - 1)
     assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/__transaction_buffer_snapshot")[0] == 204
     assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t-last")[0] == 204  # the 20th counted
     assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t-over")[0] == 412

@@ -26,11 +26,11 @@ from tests.component.wire import WirePeer
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
+from tests.integration.durability.stored import RECEIVE_MS, assert_stored_once_in_order, read_all, seed_topic
 
 pytestmark = pytest.mark.integration
 
 DIED_TIMEOUT_S = 60.0
-RECEIVE_MS = 10_000
 SMALL_LEDGERS = ("--set", "managedLedgerMaxEntriesPerLedger=5", "--set", "managedLedgerMinLedgerRolloverTimeMinutes=0")
 TRIMMING = ("--set", "defaultRetentionTimeInMinutes=0", "--set", "defaultRetentionSizeInMB=0",
             "--set", "retentionCheckIntervalInSeconds=1", "--set", "brokerDeduplicationSnapshotIntervalSeconds=1")
@@ -99,18 +99,6 @@ def publish_until_killed(broker: BrokerProcess, topic: str, count: int, crash_po
         return set(receipted)
 
 
-def read_all(broker: BrokerProcess, topic: str) -> list[str]:
-    client = make_client(broker.url)
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        values = []
-        while reader.has_message_available():  # bounded by what is stored
-            values.append(reader.read_next(timeout_millis=RECEIVE_MS).data().decode())
-        return values
-    finally:
-        client.close()
-
-
 def internal_stats(broker: BrokerProcess, topic: str) -> dict[str, Any]:
     status, body = call(broker.web_url, "GET", f"/admin/v2/persistent/public/default/{local_name(topic)}/internalStats")
     assert status == 200, body
@@ -126,14 +114,6 @@ def ledger_files_of(broker: BrokerProcess, topic: str) -> set[int]:
         if body["custom_metadata"].get("pulsar/managed-ledger") == owner:
             found.add(int(body["ledger_id"]))
     return found
-
-
-def assert_stored_once_in_order(stored: list[str], receipted: set[str]) -> None:
-    assert len(stored) == len(set(stored)), "an entry is stored twice"
-    numbers = [int(v[1:]) for v in stored]
-    assert numbers == sorted(numbers), "stored out of send order"
-    missing = receipted - set(stored)
-    assert not missing, f"receipted but lost: {sorted(missing)[:10]}"
 
 
 @pytest.mark.parametrize("crash_point", ["rollover.created@2", "rollover.recorded@2"])
@@ -211,14 +191,7 @@ def test_kill_mid_trim_keeps_every_unconsumed_message(broker: BrokerProcess, cra
 def test_kill_at_cursor_persistence(broker: BrokerProcess, crash_point: str, first_after_restart: str) -> None:
     topic = new_topic()
     restart(broker)
-    client = make_client(broker.url)
-    try:
-        client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest).close()
-        producer = client.create_producer(topic, batching_enabled=False)
-        for i in range(20):
-            producer.send(f"m{i}".encode())
-    finally:
-        client.close()
+    seed_topic(broker, topic, 20, "m")
     restart(broker, crash_point=crash_point, topic=topic)  # armed once the subscription and its record exist
     client = make_client(broker.url)
     try:
@@ -260,14 +233,7 @@ def test_consumer_acks_and_a_kill(broker: BrokerProcess, receipts: bool) -> None
     its message is delivered again, never lost. Cursor writes every minute: only a receipt makes one now."""
     topic = new_topic()
     restart(broker, "--set", "managedLedgerCursorPersistIntervalMs=60000")
-    client = make_client(broker.url)
-    try:
-        client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest).close()
-        producer = client.create_producer(topic, batching_enabled=False)
-        for i in range(10):
-            producer.send(f"m{i}".encode())
-    finally:
-        client.close()
+    seed_topic(broker, topic, 10, "m")
     asyncio.run(_ack_then_kill(broker, topic, 5, receipts=receipts))
     restart(broker)
     first = 5 if receipts else 0

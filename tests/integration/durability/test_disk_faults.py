@@ -25,13 +25,13 @@ from magnetar import protocol as proto
 from tests.component.wire import WirePeer
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
+from tests.integration.durability.stored import RECEIVE_MS, assert_stored_once_in_order, read_all, seed_topic
 
 pytestmark = pytest.mark.integration
 
 FULL_BYTES = 96 * 1024  # per file: a few ledger files' worth, less than SQLite's write-ahead log after start
 PAYLOAD = 4096
 WAIT_S = 60.0
-RECEIVE_MS = 10_000
 CAUSE_LOGGED = "failures since writes last succeeded"
 T = proto.pb.BaseCommand
 
@@ -91,38 +91,10 @@ class Publisher:
             return self._changed.wait_for(lambda: len(self.receipted) >= count, timeout_s)
 
 
-def read_all(broker: BrokerProcess, topic: str) -> list[str]:
-    client = make_client(broker.url)
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        values = []
-        while reader.has_message_available():  # bounded by what is stored
-            values.append(reader.read_next(timeout_millis=RECEIVE_MS).data().rstrip(b".").decode())
-        return values
-    finally:
-        client.close()
-
-
-def assert_stored_once_in_order(stored: list[str], receipted: list[str]) -> None:
-    assert len(stored) == len(set(stored)), "an entry is stored twice"
-    for prefix in {v[0] for v in stored}:
-        numbers = [int(v[1:]) for v in stored if v[0] == prefix]
-        assert numbers == sorted(numbers), f"{prefix}: stored out of send order"
-    missing = set(receipted) - set(stored)
-    assert not missing, f"receipted but lost: {sorted(missing)[:10]}"
-
-
 def new_topic_with_baseline(broker: BrokerProcess) -> str:
     """A topic with subscription ``sub`` and ten small messages b0..b9, made while there is space."""
     topic = f"persistent://public/default/disk-{uuid.uuid4().hex[:8]}"
-    client = make_client(broker.url)
-    try:
-        client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest).close()
-        producer = client.create_producer(topic, batching_enabled=False)
-        for i in range(10):
-            producer.send(f"b{i}".encode())
-    finally:
-        client.close()
+    seed_topic(broker, topic, 10, "b")
     return topic
 
 
