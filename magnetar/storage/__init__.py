@@ -1,8 +1,11 @@
 """The storage layer: append-only ledgers of opaque entries (see ``api.py`` for the contract)."""
 
 from magnetar.storage.api import (
+    CountingLedgerIdAllocator,
     EntryCorrupted,
     EntryNotFound,
+    LedgerFenced,
+    LedgerIdAllocator,
     LedgerInfo,
     LedgerNotFound,
     LedgerSealed,
@@ -15,9 +18,12 @@ from magnetar.storage.embedded import EmbeddedLedgerStore
 from magnetar.storage.memory import MemoryLedgerStore
 
 __all__ = [
+    "CountingLedgerIdAllocator",
     "EmbeddedLedgerStore",
     "EntryCorrupted",
     "EntryNotFound",
+    "LedgerFenced",
+    "LedgerIdAllocator",
     "LedgerInfo",
     "LedgerNotFound",
     "LedgerSealed",

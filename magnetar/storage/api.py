@@ -3,7 +3,8 @@
 A ledger is an ordered sequence of entries (opaque bytes) numbered from 0, owned by one writer, sealed
 once closed, deleted whole. Each ledger carries custom metadata saying who owns it (``application``,
 ``component``, the managed-ledger name, the cursor name) so later services (two-phase deletion, audits)
-can check before deleting. Ledger ids are unique for the life of a store and never reused.
+can check before deleting. Ledger ids are unique for the life of a store and never reused; a store shared
+by several brokers takes them from an injected :class:`LedgerIdAllocator` (one counter for the cluster).
 
 An append returns only once the entry is durable under the store's sync policy (fsync with group commit
 by default). This layer knows nothing of topics, cursors, the protocol or the broker.
@@ -13,6 +14,7 @@ Errors::
     StorageError            root of this layer
     ├── LedgerNotFound      no ledger with that id
     ├── LedgerSealed        append to a sealed ledger
+    │   └── LedgerFenced    another writer sealed the ledger under this one (a shared store's fence)
     ├── EntryNotFound       read beyond the last entry
     ├── EntryCorrupted      a stored record failed its checksum (carries ledger_id, entry_id)
     ├── StorageIOError      the disk failed (full, I/O error); the append did not happen
@@ -42,6 +44,11 @@ class LedgerNotFound(StorageError):
 
 class LedgerSealed(StorageError):
     pass
+
+
+class LedgerFenced(LedgerSealed):
+    """Another writer sealed the ledger while this one was appending: the appends from the fenced point on
+    did not happen. A kind of :class:`LedgerSealed`, so callers treat it as "sealed by another opener"."""
 
 
 class EntryNotFound(StorageError):
@@ -105,6 +112,28 @@ class LedgerStore(Protocol):
 
     async def close(self) -> None:
         ...
+
+
+class LedgerIdAllocator(Protocol):
+    """Hands out ledger ids: each id once, ever, across every process sharing one ledger store."""
+
+    async def next_id(self) -> int:
+        """A new id (>= 1), never returned before by this allocator or any other sharing its counter."""
+        ...
+
+
+class CountingLedgerIdAllocator:
+    """The allocator for one process: ids ``start``, ``start + 1``, ... from an in-memory counter (a store
+    that persists its own counter, or a test, says where to start)."""
+
+    def __init__(self, start: int = 1) -> None:
+        if start < 1:
+            raise ValueError("ledger ids start at 1 or above")
+        self._next = start
+
+    async def next_id(self) -> int:
+        allocated, self._next = self._next, self._next + 1
+        return allocated
 
 
 @runtime_checkable
