@@ -1,12 +1,13 @@
 """How ``magnetar admin`` reaches the broker: the admin URL, credentials and TLS, from pulsar-admin's flags
 (``--admin-url``, ``--auth-plugin``, ``--auth-params``, ``--tls-trust-cert-path``, ``--tls-allow-insecure``)
 or a ``client.conf`` (``--conf``: ``webServiceUrl``, ``authPlugin``, ``authParams``,
-``tlsTrustCertsFilePath``, ``tlsAllowInsecureConnection``, ``tlsEnableHostnameVerification``).
-Flags win over the file."""
+``tlsTrustCertsFilePath``, ``tlsAllowInsecureConnection``, ``tlsEnableHostnameVerification``); without
+``--conf``, the file ``PULSAR_CLIENT_CONF`` names, as pulsar-admin reads it. Flags win over the file."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,8 @@ class AdminConnection:
 
 def add_connection_options(admin: argparse.ArgumentParser) -> None:
     admin.add_argument("--admin-url", default=None, help=f"admin HTTP(S) URL (default {DEFAULT_ADMIN_URL})")
-    admin.add_argument("--conf", type=Path, default=None, help="a client.conf with webServiceUrl, authPlugin, ...")
+    admin.add_argument("--conf", type=Path, default=None,
+                       help="a client.conf with webServiceUrl, authPlugin, ... (default: $PULSAR_CLIENT_CONF)")
     admin.add_argument("--auth-plugin", default=None,
                        help="org.apache.pulsar.client.impl.auth.AuthenticationToken|AuthenticationBasic|AuthenticationTls")
     admin.add_argument("--auth-params", default=None,
@@ -53,8 +55,9 @@ def read_client_conf(path: Path) -> dict[str, str]:
 
 def connection_from_args(args: argparse.Namespace) -> AdminConnection:
     conf: dict[str, str] = {}
-    if args.conf is not None:
-        conf = read_client_conf(args.conf)
+    conf_path = args.conf or (Path(os.environ["PULSAR_CLIENT_CONF"]) if os.environ.get("PULSAR_CLIENT_CONF") else None)
+    if conf_path is not None:
+        conf = read_client_conf(conf_path)
     url = args.admin_url or conf.get("webServiceUrl") or DEFAULT_ADMIN_URL
     plugin = args.auth_plugin if args.auth_plugin is not None else conf.get("authPlugin", "")
     params = args.auth_params if args.auth_params is not None else conf.get("authParams", "")
