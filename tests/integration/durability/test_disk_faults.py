@@ -23,6 +23,7 @@ import pytest
 
 from magnetar import protocol as proto
 from tests.component.wire import WirePeer
+from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
 from tests.integration.durability.stored import RECEIVE_MS, assert_stored_once_in_order, read_all, seed_topic
@@ -180,9 +181,13 @@ def test_sigkill_while_the_disk_is_full_keeps_every_receipt_and_receipted_ack(br
 def test_fsync_failures_never_lose_a_receipted_message(broker: BrokerProcess) -> None:
     restart(broker, "--set", "magnetarTestingFsyncFailureProbability=0.2",
             "--set", "managedLedgerMaxEntriesPerLedger=20")
-    topic = f"persistent://public/default/fsync-{uuid.uuid4().hex[:8]}"
+    name = f"fsync-{uuid.uuid4().hex[:8]}"
+    topic = f"persistent://public/default/{name}"
     client = make_client(broker.url)
     try:
+        # a durable subscription holds every entry: with the default retention (0) ledgers nobody subscribes to
+        # may be trimmed at any time, and Pulsar promises nothing about them
+        client.subscribe(topic, "held", initial_position=pulsar.InitialPosition.Earliest).close()
         publisher = Publisher(client, topic)
         publisher.send([f"m{i}" for i in range(200)])
         assert publisher.wait_receipts(100), f"only {len(publisher.receipted)} receipted"
@@ -196,3 +201,11 @@ def test_fsync_failures_never_lose_a_receipted_message(broker: BrokerProcess) ->
     stored = read_all(broker, topic)
     assert len(stored) >= len(receipted), (len(stored), broker.log_text()[-3000:])
     assert_stored_once_in_order(stored, receipted)
+    # the broker's own account agrees: one entry per stored message, all of them the subscription's backlog
+    path = f"/admin/v2/persistent/public/default/{name}"
+    status, internal = call(broker.web_url, "GET", f"{path}/internalStats")
+    assert status == 200, internal
+    assert internal["numberOfEntries"] == len(stored), internal
+    status, stats = call(broker.web_url, "GET", f"{path}/stats")
+    assert status == 200, stats
+    assert stats["subscriptions"]["held"]["msgBacklog"] == len(stored), stats["subscriptions"]
