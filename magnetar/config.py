@@ -1,7 +1,8 @@
 """Settings from a ``magnetar.conf`` file (Java properties or TOML) and ``--set key=value`` flags.
 
-Keys are Pulsar's ``broker.conf`` names, so operators find what they know. Unknown keys are reported and
-ignored (a full Pulsar broker.conf can be used as it is); a bad value is an error naming the key.
+Keys are Pulsar's ``broker.conf`` names, so operators find what they know. Keys magnetar does not read are ignored
+and summed up in one line (``config_ignored.py``), so a full Pulsar broker.conf can be used as it is; a bad value is
+an error naming the key.
 Only this module and ``cli.py`` read files or the environment.
 """
 
@@ -19,6 +20,7 @@ from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.listeners import parse_listeners
 from magnetar.broker.transactions.batching import LogFamily
 from magnetar.broker.transactions.batching import problems as batching_problems
+from magnetar.config_ignored import Ignored
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.server.auth.settings import SecuritySettings
 from magnetar.server.standalone import StandaloneSettings
@@ -130,7 +132,8 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
         "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE",
         "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"), 1),
     "isAllowAutoUpdateSchemaEnabled": ("broker", "is_allow_auto_update_schema_enabled", _bool, 1),
-    "schemaValidationEnforced": ("broker", "schema_validation_enforced", _bool, 1),
+    "isSchemaValidationEnforced": ("broker", "schema_validation_enforced", _bool, 1),
+    "schemaValidationEnforced": ("broker", "schema_validation_enforced", _bool, 1),  # magnetar's old spelling
     "maxMessageSize": ("broker", "max_message_size", _int, 1),
     "maxChunkedMessageSizeBytes": ("broker", "max_chunked_message_bytes", _int, 1),
     "allowAutoTopicCreation": ("broker", "allow_auto_topic_creation", _bool, 1),
@@ -347,11 +350,15 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
     base = base or StandaloneSettings()
     changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}, "security": {}, "offload": {}}
     changes.update({section: {} for section in _NESTED_BROKER_SECTIONS})
+    ignored = Ignored.of(key for key, text in values.items() if key not in _KEYS and text != "")
+    if ignored.summary():
+        log.info("%s", ignored.summary())
+        log.debug("ignored: %s", ignored.keys())
+    if ignored.warning():
+        log.warning("%s", ignored.warning())
     for key, text in values.items():
         if key not in _KEYS:
-            if text != "":
-                log.warning("ignoring unknown configuration key %r", key)
-            continue
+            continue  # an empty value, or one of the keys summed up above
         section, name, parse, scale = _KEYS[key]
         if text.strip() == "" and name == "advertised_address":
             changes[section][name] = None

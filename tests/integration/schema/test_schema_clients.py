@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from pathlib import Path
 from typing import Any
 
 import _pulsar
@@ -146,3 +147,21 @@ def test_schemas_survive_restart(fresh_broker: BrokerProcess) -> None:
         assert version(consumer.receive(TIMEOUT_MS)) == 1  # the stored version, not a new one
     finally:
         c.close()
+
+
+def test_pulsars_broker_conf_key_enforces_schema_validation(tmp_path: Path) -> None:
+    """``isSchemaValidationEnforced`` in a broker.conf (Pulsar's spelling) refuses schemaless producers."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# as in Pulsar's broker.conf\nisSchemaValidationEnforced=true\n", encoding="utf-8")
+    broker = BrokerProcess(tmp_path / "data", extra_args=("--config", str(conf))).start()
+    try:
+        client = make_client(broker.url)
+        try:
+            name = topic()
+            client.create_producer(name, schema=AvroSchema(V0)).close()
+            with pytest.raises(Exception, match="IncompatibleSchema"):
+                client.create_producer(name)  # no schema declared on a topic with one
+        finally:
+            client.close()
+    finally:
+        broker.kill()
