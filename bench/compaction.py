@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from magnetar import protocol as proto
 from magnetar.broker.compaction import CompactedTopic
 from magnetar.broker.compaction.compactor import compact
-from magnetar.clock import SystemClock
+from magnetar.core.clock import SystemClock
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.metadata.sqlite import SqliteMetadataStore

@@ -27,7 +27,7 @@ from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.segmented_snapshot import KeyedTopic, SegmentedSnapshotStore
 from magnetar.broker.transactions.snapshot import AbortedSnapshot, MetadataSnapshotStore, SnapshotInfo, encode_snapshot
 from magnetar.broker.transactions.snapshot_topic import SystemKeyedTopic
-from magnetar.clock import SystemClock
+from magnetar.core.clock import SystemClock
 from magnetar.ledger.api import ManagedLedger, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.sqlite import SqliteMetadataStore

@@ -33,7 +33,7 @@ async def audit_data_dir(data_dir: Path, *, fix: bool, parallelism: int) -> Audi
     from magnetar.broker.deletion.audit import StoppedOwners, audit
     from magnetar.broker.deletion.config import DeletionConfig
     from magnetar.broker.deletion.service import LedgerDeletionService
-    from magnetar.clock import SystemClock
+    from magnetar.core.clock import SystemClock
     from magnetar.ledger.factory import LedgerFactory
     from magnetar.metadata.sqlite import SqliteMetadataStore
     from magnetar.storage.embedded import EmbeddedLedgerStore

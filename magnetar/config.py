@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from magnetar import crashpoints
 from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.listeners import parse_listeners
 from magnetar.broker.transactions.batching import LogFamily
 from magnetar.broker.transactions.batching import problems as batching_problems
 from magnetar.config_ignored import Ignored
+from magnetar.core import crashpoints
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.server.auth.settings import SecuritySettings
 from magnetar.server.standalone import StandaloneSettings
@@ -279,7 +279,7 @@ _KEYS.update({
                                                        _probability, 1),
     # fsyncs of ledger files fail with EIO at random (a disk that cannot be trusted any more)
     "magnetarTestingFsyncFailureProbability": ("settings", "fsync_failure_probability", _probability, 1),
-    # aimed kills: the process SIGKILLs itself at these named points (magnetar/crashpoints.py)
+    # aimed kills: the process SIGKILLs itself at these named points (magnetar/core/crashpoints.py)
     "magnetarTestingCrashPoints": ("settings", "crash_points", _crash_points, 1),
     "topicTwoPhaseDeletionEnabled": ("ledger_deletion", "enabled", _bool, 1),
     "twoPhaseDeletionLedgerDeletionParallelism": ("ledger_deletion", "parallelism", _int, 1),

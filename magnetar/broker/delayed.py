@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import Position
 
 DELAYED_INDEX_MAX = 100_000

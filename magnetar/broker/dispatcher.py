@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, DeliveryFields, SubType
 from magnetar.broker.key_shared import key_hash, sticky_key
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, OffloadReadError, Position
 from magnetar.ledger.bitset import all_set, int_to_words, words_to_int
 from magnetar.protocol.dispatch_fields import dispatch_fields

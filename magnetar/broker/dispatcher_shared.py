@@ -23,7 +23,7 @@ from magnetar.broker.delayed import DelayedDeliveryTracker
 from magnetar.broker.dispatcher import Dispatcher, Prepared
 from magnetar.broker.endpoint import Endpoint
 from magnetar.broker.key_shared import StickyKeySelector
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedger, Position
 
 REPLAY_MAX = 10_000  # entries waiting for redelivery before new reads pause

@@ -23,10 +23,10 @@ import logging
 from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import NamespaceName
-from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
+from magnetar.core.periodic import PeriodicPass
 
 log = logging.getLogger("magnetar.broker.inactive")
 

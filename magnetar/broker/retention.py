@@ -24,10 +24,10 @@ from typing import Any, Protocol
 from magnetar import protocol as proto
 from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.names import NamespaceName, TopicName
-from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.policies.store import TopicPolicyStore
 from magnetar.broker.reserved import is_reserved_cursor
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
+from magnetar.core.periodic import PeriodicPass
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, Position, RetentionPolicy, TrimResult
 from magnetar.metadata import api as md
 

@@ -42,7 +42,7 @@ from magnetar.broker.transactions.segmented_snapshot import SegmentedSnapshotSto
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
 from magnetar.broker.transactions.snapshot_topic import SnapshotHostTopic, is_snapshot_topic, keyed_topics
 from magnetar.broker.transactions.topic_txn import TopicTransactions, delete_unloaded
-from magnetar.clock import Clock, SystemClock
+from magnetar.core.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
 from magnetar.storage.api import LedgerStore

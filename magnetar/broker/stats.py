@@ -23,7 +23,7 @@ from magnetar.broker.replication.stats import replication_stats, sum_replication
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.txn_stats import topic_counts
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import LedgerSummary, ManagedLedger, OffloadReadHealth, Position
 
 RATE_WINDOW_MS = 10_000  # a rate covers the last 10 s, whoever asks and however often

@@ -14,7 +14,7 @@ from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dispatcher import DEFAULT_READ_BACKOFF, Dispatcher, EntryGate, ReadBackoff, new_dispatcher
 from magnetar.broker.errors import ConsumerBusy
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedger, Position
 
 log = logging.getLogger("magnetar.broker.subscription")

@@ -37,7 +37,7 @@ from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.broker.visible import last_visible
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import (
     Cursor,
     InitialPosition,

@@ -23,7 +23,7 @@ from magnetar.client._producer import Producer
 from magnetar.client._reader import Reader, reached_end
 from magnetar.client._transaction import Coordinators, Transaction, TransactionScope
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration
-from magnetar.clock import Clock, SystemClock
+from magnetar.core.clock import Clock, SystemClock
 
 __all__ = ["Client"]
 

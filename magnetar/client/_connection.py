@@ -18,7 +18,6 @@ from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 from magnetar.client._config import ClientConfig
-from magnetar.client._state import Lifecycle
 from magnetar.client.errors import (
     ConnectError,
     ConnectionClosed,
@@ -26,6 +25,7 @@ from magnetar.client.errors import (
     PulsarClientError,
     from_server,
 )
+from magnetar.core.lifecycle import Lifecycle, Transitions
 from magnetar.protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
     FrameDecoder,
@@ -64,11 +64,12 @@ class ConnState(enum.Enum):
     CLOSED = "closed"
 
 
-_EDGES: Final = {
+_EDGES: Final = Transitions(ConnState, {
     ConnState.INIT: frozenset({ConnState.CONNECTING, ConnState.CLOSED}),
     ConnState.CONNECTING: frozenset({ConnState.READY, ConnState.CLOSED}),
     ConnState.READY: frozenset({ConnState.CLOSED}),
-}
+    ConnState.CLOSED: frozenset(),
+})
 
 # Responses matched to a pending request: type -> (sub-message field, has request_id)
 _RESPONSE_FIELDS: Final = {

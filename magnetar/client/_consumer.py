@@ -26,7 +26,6 @@ from magnetar.client._context import ClientContext
 from magnetar.client._dlq import DeadLetterSink
 from magnetar.client._incoming import ChunkAssembler, StartFilter, decode_entry
 from magnetar.client._messages import EARLIEST, LATEST, Message, MessageId
-from magnetar.client._state import Lifecycle
 from magnetar.client._transaction import Transaction
 from magnetar.client.errors import (
     AlreadyClosed,
@@ -35,6 +34,7 @@ from magnetar.client.errors import (
     OperationTimeout,
     PulsarClientError,
 )
+from magnetar.core.lifecycle import Lifecycle, Transitions
 from magnetar.protocol import commands, ids, pb
 
 __all__ = ["Consumer", "ReceiveQueue"]
@@ -51,12 +51,13 @@ class ConsumerState(enum.Enum):
 
 
 _S = ConsumerState
-_EDGES: Final = {
+_EDGES: Final = Transitions(ConsumerState, {
     _S.INIT: frozenset({_S.CONNECTING, _S.CLOSED}),
     _S.CONNECTING: frozenset({_S.READY, _S.CLOSING, _S.CLOSED}),
     _S.READY: frozenset({_S.CONNECTING, _S.CLOSING}),
     _S.CLOSING: frozenset({_S.CLOSED}),
-}
+    _S.CLOSED: frozenset(),
+})
 
 
 class ReceiveQueue:

@@ -17,7 +17,7 @@ from magnetar.client._connection import Connection
 from magnetar.client._lookup import lookup_broker
 from magnetar.client._pool import ConnectionPool
 from magnetar.client.errors import OperationTimeout, is_retriable
-from magnetar.clock import Clock, SystemClock
+from magnetar.core.clock import Clock, SystemClock
 
 __all__ = ["ClientContext"]
 

@@ -23,7 +23,6 @@ from magnetar.client._config import ProducerConfig
 from magnetar.client._connection import Connection
 from magnetar.client._context import ClientContext
 from magnetar.client._messages import MessageId
-from magnetar.client._state import Lifecycle
 from magnetar.client._transaction import Transaction
 from magnetar.client.errors import (
     AlreadyClosed,
@@ -37,6 +36,7 @@ from magnetar.client.errors import (
     from_server,
     is_retriable,
 )
+from magnetar.core.lifecycle import Lifecycle, Transitions
 from magnetar.protocol import DEFAULT_MAX_MESSAGE_SIZE, commands, compress, ids, pb
 
 __all__ = ["Producer"]
@@ -55,13 +55,14 @@ class ProducerState(enum.Enum):
 
 
 _S = ProducerState
-_EDGES: Final = {
+_EDGES: Final = Transitions(ProducerState, {
     _S.INIT: frozenset({_S.CONNECTING, _S.CLOSED}),
     _S.CONNECTING: frozenset({_S.READY, _S.CLOSING, _S.FAILED, _S.CLOSED}),
     _S.READY: frozenset({_S.CONNECTING, _S.CLOSING, _S.FAILED}),
     _S.CLOSING: frozenset({_S.CLOSED}),
     _S.FAILED: frozenset({_S.CLOSED}),
-}
+    _S.CLOSED: frozenset(),
+})
 _PERMANENT: Final = (ProducerFenced, TopicTerminated)
 
 

@@ -22,7 +22,6 @@ from magnetar.client._connection import Connection
 from magnetar.client._context import ClientContext
 from magnetar.client._lookup import partition_count
 from magnetar.client._messages import partition_name
-from magnetar.client._state import Lifecycle
 from magnetar.client.errors import (
     ConnectError,
     ConnectionClosed,
@@ -32,6 +31,7 @@ from magnetar.client.errors import (
     ServiceNotReady,
     TransactionCoordinatorNotFound,
 )
+from magnetar.core.lifecycle import Lifecycle, Transitions
 from magnetar.protocol import pb, txn_commands
 
 __all__ = ["ASSIGN_TOPIC", "Coordinators", "Transaction", "TransactionState"]
@@ -125,12 +125,14 @@ class TransactionState(enum.Enum):
 
 
 _S = TransactionState
-_EDGES: Final = {
+_EDGES: Final = Transitions(TransactionState, {
     _S.OPEN: frozenset({_S.COMMITTING, _S.ABORTING}),
     _S.COMMITTING: frozenset({_S.COMMITTED, _S.ABORTING, _S.ERROR}),
     _S.ABORTING: frozenset({_S.ABORTED, _S.ERROR}),
     _S.ERROR: frozenset({_S.ABORTING}),
-}
+    _S.COMMITTED: frozenset(),
+    _S.ABORTED: frozenset(),
+})
 
 
 class Transaction:

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Protocol
 
-from magnetar import crashpoints
+from magnetar.core import crashpoints
 from magnetar.ledger.acks import AckState
 from magnetar.ledger.api import (
     Entry,
@@ -34,7 +34,7 @@ from magnetar.ledger.api import (
 )
 from magnetar.ledger.formats import CursorRecord, encode_cursor
 from magnetar.ledger.ledger_list import LedgerList
-from magnetar.ledger.states import CURSOR_TRANSITIONS, CursorState, check_transition
+from magnetar.ledger.states import CURSOR_TRANSITIONS, CursorState
 from magnetar.metadata.api import BadVersion, MetadataError, MetadataStore, NotFound
 
 log = logging.getLogger("magnetar.ledger.cursor")
@@ -111,7 +111,7 @@ class ManagedCursor:
         return self._state
 
     def _transition_to(self, new: CursorState) -> None:
-        self._state = check_transition(CURSOR_TRANSITIONS, self._state, new, f"cursor {self._name}")
+        self._state = CURSOR_TRANSITIONS.check(self._state, new, f"cursor {self._name}")
 
     def _require_usable(self) -> None:
         if self._state is CursorState.FENCED:

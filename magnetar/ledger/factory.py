@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from magnetar.clock import Clock, SystemClock
+from magnetar.core.clock import Clock, SystemClock
 from magnetar.ledger.api import (
     Cursor,
     LedgerSummary,

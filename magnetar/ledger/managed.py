@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from magnetar import crashpoints
-from magnetar.clock import Clock
+from magnetar.core import crashpoints
+from magnetar.core.clock import Clock
 from magnetar.ledger import offload
 from magnetar.ledger.acks import AckState
 from magnetar.ledger.api import (
@@ -58,7 +58,7 @@ from magnetar.ledger.deletion import (
 )
 from magnetar.ledger.formats import CursorRecord, LedgerRecord, cursor_key, encode_cursor, encode_ledger, ledger_key
 from magnetar.ledger.ledger_list import LedgerList
-from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState, check_transition
+from magnetar.ledger.states import LEDGER_TRANSITIONS, LedgerState
 from magnetar.ledger.trim import ledgers_to_trim
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore, NotFound
 from magnetar.storage.api import (
@@ -154,7 +154,7 @@ class ManagedLedgerImpl:
         return self._state
 
     def _transition_to(self, new: LedgerState) -> None:
-        self._state = check_transition(LEDGER_TRANSITIONS, self._state, new, f"managed ledger {self._name}")
+        self._state = LEDGER_TRANSITIONS.check(self._state, new, f"managed ledger {self._name}")
 
     def _require_writable(self) -> None:
         if self._state is LedgerState.FENCED:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.acks import AckState
 from magnetar.ledger.api import LedgerSummary, ManagedLedgerConfig, ManagedLedgerError, ManagedLedgerFenced
 from magnetar.ledger.cursor import CursorPersistence, ManagedCursor, SleepMs

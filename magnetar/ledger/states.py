@@ -1,15 +1,14 @@
 """Lifecycles of a managed ledger and of a cursor: the states and the table of legal transitions.
 
-Owns only the two enums, their edge tables and the one check every ``_transition_to`` goes through. It knows
-nothing of storage or metadata; the classes that own a lifecycle call :func:`check_transition`.
+Owns only the two enums and their edge tables, built on :mod:`magnetar.core.lifecycle`. It knows nothing of
+storage or metadata; the classes that own a lifecycle move through ``TABLE.check(old, new, what)``.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from typing import TypeVar
 
+from magnetar.core import lifecycle
 from magnetar.ledger.api import ManagedLedgerError
 
 
@@ -30,33 +29,25 @@ class CursorState(enum.Enum):
     DELETED = "deleted"
 
 
-LEDGER_TRANSITIONS: Mapping[LedgerState, frozenset[LedgerState]] = {
-    LedgerState.OPENING: frozenset({LedgerState.OPEN, LedgerState.FENCED, LedgerState.CLOSED}),
-    LedgerState.OPEN: frozenset({LedgerState.FENCED, LedgerState.CLOSING, LedgerState.DELETING}),
-    LedgerState.FENCED: frozenset({LedgerState.CLOSING}),
-    LedgerState.CLOSING: frozenset({LedgerState.CLOSED}),
-    LedgerState.CLOSED: frozenset(),
-    LedgerState.DELETING: frozenset({LedgerState.DELETED, LedgerState.CLOSED}),  # CLOSED: delete failed
-    LedgerState.DELETED: frozenset(),
-}
-
-CURSOR_TRANSITIONS: Mapping[CursorState, frozenset[CursorState]] = {
-    CursorState.OPEN: frozenset({CursorState.FENCED, CursorState.CLOSED, CursorState.DELETED}),
-    CursorState.FENCED: frozenset({CursorState.CLOSED, CursorState.DELETED}),
-    CursorState.CLOSED: frozenset({CursorState.DELETED}),
-    CursorState.DELETED: frozenset(),
-}
-
-
-class IllegalTransition(ManagedLedgerError):
+class IllegalTransition(ManagedLedgerError, lifecycle.IllegalTransition):
     """A lifecycle was asked to move along an edge its table does not have (a bug, not bad input)."""
 
 
-S = TypeVar("S", bound=enum.Enum)
+_L = LedgerState
+LEDGER_TRANSITIONS = lifecycle.Transitions(LedgerState, {
+    _L.OPENING: {_L.OPEN, _L.FENCED, _L.CLOSED},
+    _L.OPEN: {_L.FENCED, _L.CLOSING, _L.DELETING},
+    _L.FENCED: {_L.CLOSING},
+    _L.CLOSING: {_L.CLOSED},
+    _L.CLOSED: set(),
+    _L.DELETING: {_L.DELETED, _L.CLOSED},  # CLOSED: delete failed
+    _L.DELETED: set(),
+}, error=IllegalTransition)
 
-
-def check_transition(table: Mapping[S, frozenset[S]], old: S, new: S, what: str) -> S:
-    """Return ``new`` if ``old -> new`` is a legal edge of ``table``; raise otherwise."""
-    if new not in table[old]:
-        raise IllegalTransition(f"{what}: illegal transition {old.value} -> {new.value}")
-    return new
+_C = CursorState
+CURSOR_TRANSITIONS = lifecycle.Transitions(CursorState, {
+    _C.OPEN: {_C.FENCED, _C.CLOSED, _C.DELETED},
+    _C.FENCED: {_C.CLOSED, _C.DELETED},
+    _C.CLOSED: {_C.DELETED},
+    _C.DELETED: set(),
+}, error=IllegalTransition)

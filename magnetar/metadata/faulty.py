@@ -17,14 +17,14 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.faults import FaultPlan
+from magnetar.core.faults import FaultPlan
 from magnetar.metadata.api import MetadataError, MetadataStore, MetadataStoreClosed, Record, WatchCallback
 
 METADATA_OPS = frozenset({"get", "put", "delete", "children", "exists"})
 
 
 class MetadataFaultPlan(FaultPlan):
-    """A :class:`magnetar.faults.FaultPlan` counting the metadata store's operations by default."""
+    """A :class:`magnetar.core.faults.FaultPlan` counting the metadata store's operations by default."""
 
     def __init__(
         self,

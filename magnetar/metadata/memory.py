@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.clock import Clock, SystemClock
+from magnetar.core.clock import Clock, SystemClock
 from magnetar.metadata import _rules
 from magnetar.metadata.api import (
     EventKind,

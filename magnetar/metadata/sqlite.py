@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from magnetar.clock import Clock, SystemClock
+from magnetar.core.clock import Clock, SystemClock
 from magnetar.metadata import _rules
 from magnetar.metadata.api import (
     EventKind,

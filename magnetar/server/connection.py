@@ -20,8 +20,8 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError, NotAllowed, TooManyRequests
 from magnetar.broker.producer import Producer
 from magnetar.broker.service import BrokerService
-from magnetar.clock import Clock
-from magnetar.logs import RateLimitedLog
+from magnetar.core.clock import Clock
+from magnetar.core.logs import RateLimitedLog
 from magnetar.server.auth import ConnectionAuth, SecurityContext
 from magnetar.server.flow import OutputFlow
 

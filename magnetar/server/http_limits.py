@@ -16,7 +16,7 @@ import time
 
 from aiohttp import web
 
-from magnetar.logs import RateLimitedLog
+from magnetar.core.logs import RateLimitedLog
 
 log = logging.getLogger("magnetar.server.http")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from magnetar.logs import RateLimitedLog
+from magnetar.core.logs import RateLimitedLog
 
 log = logging.getLogger("magnetar.server.limits")
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from magnetar import crashpoints
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
 from magnetar.broker.replication.api import RemoteProducerFactory
@@ -32,8 +31,9 @@ from magnetar.broker.transactions.coordinators import (
     CoordinatorSettings,
     TransactionCoordinatorService,
 )
-from magnetar.clock import SystemClock
-from magnetar.descriptors import raise_descriptor_limit, report_if_out_of_descriptors
+from magnetar.core import crashpoints
+from magnetar.core.clock import SystemClock
+from magnetar.core.descriptors import raise_descriptor_limit, report_if_out_of_descriptors
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.api import MetadataStore
 from magnetar.metadata.sqlite import SqliteMetadataStore
@@ -80,7 +80,7 @@ class StandaloneSettings:
     open_file_limit: int = 1024  # openFileLimit: sealed ledger files kept open between reads
     storage_delete_failure_probability: float = 0.0  # tests only: storage deletes fail at random
     fsync_failure_probability: float = 0.0  # tests only: ledger fsyncs fail with EIO at random
-    crash_points: str = ""  # tests only: the process SIGKILLs itself at these points (magnetar.crashpoints)
+    crash_points: str = ""  # tests only: the process SIGKILLs itself at these points (magnetar.core.crashpoints)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     security: SecuritySettings = field(default_factory=SecuritySettings)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 
 logger = logging.getLogger("magnetar.storage")
 

@@ -41,8 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from magnetar.clock import Clock, SystemClock
-from magnetar.descriptors import report_if_out_of_descriptors
+from magnetar.core.clock import Clock, SystemClock
+from magnetar.core.descriptors import report_if_out_of_descriptors
 from magnetar.storage import _files, _format, _rules
 from magnetar.storage._group_commit import GroupCommit, SyncTarget, Write, write_all
 from magnetar.storage._rules import LedgerState

@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from magnetar.clock import Clock, SystemClock
-from magnetar.faults import FaultPlan as _FaultPlan
+from magnetar.core.clock import Clock, SystemClock
+from magnetar.core.faults import FaultPlan as _FaultPlan
 from magnetar.storage import _rules
 from magnetar.storage._rules import LedgerState
 from magnetar.storage.api import LedgerInfo, LedgerNotFound, LedgerStore, StorageIOError, StoreClosed
@@ -42,7 +42,7 @@ STORAGE_OPS = frozenset({"create_ledger", "append", "read", "info", "seal", "del
 
 
 class FaultPlan(_FaultPlan):
-    """A :class:`magnetar.faults.FaultPlan` counting the ledger store's operations by default."""
+    """A :class:`magnetar.core.faults.FaultPlan` counting the ledger store's operations by default."""
 
     def __init__(
         self,

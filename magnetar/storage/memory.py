@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from magnetar.clock import Clock, SystemClock
+from magnetar.core.clock import Clock, SystemClock
 from magnetar.storage import _rules
 from magnetar.storage._rules import LedgerState
 from magnetar.storage.api import LedgerInfo, LedgerNotFound, LedgerStore, StoreClosed

@@ -23,7 +23,7 @@ from magnetar import protocol as proto
 from magnetar.broker.compaction import CompactedTopic
 from magnetar.broker.compaction.compactor import compact
 from magnetar.broker.compaction.entries import messages_of
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedgerConfig, ManagedLedgerError, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore

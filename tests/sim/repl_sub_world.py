@@ -30,7 +30,7 @@ from typing import Any
 from magnetar import protocol as proto
 from magnetar.broker.replicated_subscriptions.controller import TopicController, Totals
 from magnetar.broker.replication.replicator import replicated_entry, should_replicate
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import InitialPosition, Position
 
 SUB = "s"

@@ -37,7 +37,7 @@ from magnetar.broker.transactions.api import (
 from magnetar.broker.transactions.coordinator import EndPolicy, TransactionCoordinator
 from magnetar.broker.transactions.coordinators import CoordinatorSettings, TransactionCoordinatorService
 from magnetar.broker.transactions.states import TxnStatus
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.faulty import FaultyMetadataStore, MetadataFaultPlan

@@ -24,7 +24,7 @@ from magnetar.broker.transactions.api import TxnAction
 from magnetar.broker.transactions.segmented_snapshot import ID_BYTES, KeyedTopic, SegmentedSnapshotStore
 from magnetar.broker.transactions.snapshot import SnapshotError, SnapshotStore
 from magnetar.broker.transactions.snapshot_topic import SystemKeyedTopic, snapshot_topic_of
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedger, Position
 from tests.sim.txn_world import TOPIC, TxnSimulation
 from tests.sim.txn_world import main as txn_main

@@ -32,7 +32,7 @@ from magnetar.broker.transactions.api import TransactionConflict, TxnAction, Txn
 from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore, SnapshotStore
 from magnetar.broker.transactions.topic_txn import TopicTransactions
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import InitialPosition, ManagedLedger, ManagedLedgerConfig, ManagedLedgerError, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore

@@ -44,8 +44,8 @@ from typing import Any, Protocol
 from magnetar.broker.deletion.audit import audit
 from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
-from magnetar.clock import ManualClock
-from magnetar.faults import FaultPlan as BlobFaultPlan
+from magnetar.core.clock import ManualClock
+from magnetar.core.faults import FaultPlan as BlobFaultPlan
 from magnetar.ledger.api import (
     Entry,
     InitialPosition,

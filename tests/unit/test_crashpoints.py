@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar import crashpoints
+from magnetar.core import crashpoints
 
 
 def test_spec_names_counts_and_subjects() -> None:

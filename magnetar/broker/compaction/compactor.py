@@ -32,7 +32,7 @@ from magnetar.broker.compaction.state import (
     switch_properties,
 )
 from magnetar.broker.compaction.view import CompactedTopic
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedgerError, Position
 from magnetar.storage.api import StorageError
 

@@ -26,7 +26,7 @@ from magnetar.broker.compaction.txn import TxnFilter
 from magnetar.broker.compaction.view import CompactedTopic, CompactionRecord
 from magnetar.broker.errors import Conflict
 from magnetar.broker.names import NamespaceName
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedger
 from magnetar.ledger.deletion import DeletionQueue, LedgerComponent
 from magnetar.ledger.factory import LedgerFactory

@@ -33,7 +33,7 @@ from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.messages import DeletionMessage, InvalidDeletionMessage, decode
 from magnetar.broker.deletion.topics import DeletionTopics, SystemTopicQueue
 from magnetar.broker.reserved import reserve_name
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, InitialPosition, ManagedLedger, ManagedLedgerError, RetentionPolicy
 from magnetar.ledger.deletion import (
     COMPONENT_METADATA,

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from magnetar.broker.deletion.messages import DeletionMessage, encode
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError
 from magnetar.ledger.deletion import PendingDeleteLedger
 from magnetar.storage.api import StorageError

@@ -29,10 +29,10 @@ from typing import Any, Protocol
 from magnetar.broker.errors import BrokerError, Conflict, PreconditionFailed
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.offload import policy
-from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.retention import ExpiringTopic, RetentionTopics, SleepS, namespace_policies
 from magnetar.broker.stats import offload_read_json
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
+from magnetar.core.periodic import PeriodicPass
 from magnetar.ledger.api import (
     LedgerSummary,
     ManagedLedger,

@@ -11,7 +11,6 @@ from magnetar import protocol as proto
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
-from magnetar.broker.periodic import PeriodicPass
 from magnetar.broker.policies.quota import BacklogQuota, QuotaPolicy, backlog_bytes, quota_refusal
 from magnetar.broker.policies.store import (
     DESTINATION_STORAGE,
@@ -21,7 +20,8 @@ from magnetar.broker.policies.store import (
     effective_quotas,
 )
 from magnetar.broker.retention import namespace_policies
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
+from magnetar.core.periodic import PeriodicPass
 from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.metadata import api as md
 

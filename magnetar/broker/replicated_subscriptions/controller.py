@@ -22,7 +22,7 @@ from magnetar.broker.replicated_subscriptions.cache import PROPERTY, Snapshot, S
 from magnetar.broker.replicated_subscriptions.rounds import PendingSnapshot, Step
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, InitialPosition, Position
 
 log = logging.getLogger("magnetar.broker.replicated_subscriptions")

@@ -15,7 +15,7 @@ from magnetar.broker.replicated_subscriptions.controller import TopicController,
 from magnetar.broker.replication.service import ReplicationService
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 
 log = logging.getLogger("magnetar.broker.replicated_subscriptions")
 

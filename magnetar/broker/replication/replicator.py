@@ -30,7 +30,7 @@ from magnetar.broker.replication.api import (
     RemoteProducerFactory,
     producer_name,
 )
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, ManagedLedgerError, Position
 
 log = logging.getLogger("magnetar.broker.replication")

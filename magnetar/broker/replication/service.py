@@ -28,7 +28,7 @@ from magnetar.broker.replication.api import (
 )
 from magnetar.broker.replication.replicator import Replicator
 from magnetar.broker.topic import PersistentTopic
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import InitialPosition, ManagedLedgerError, Position
 from magnetar.metadata import api as md
 

@@ -22,7 +22,7 @@ from magnetar.broker.errors import IncompatibleSchema, InvalidRequest, MetadataE
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.schema.compat import InvalidSchema, incompatibility, validate
 from magnetar.broker.schema.types import AUTO_CONSUME, SchemaInfo, StoredSchema, Strategy
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.metadata import api as md
 
 log = logging.getLogger("magnetar.broker.schema")

@@ -32,7 +32,7 @@ from magnetar import protocol as proto
 from magnetar.broker.errors import PersistenceError
 from magnetar.broker.transactions.api import InvalidTxnStatus, TxnAction, TxnId
 from magnetar.broker.transactions.snapshot import AbortedSnapshot, SnapshotError, SnapshotInfo, SnapshotStore
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import EntryCorruptedError, ManagedLedger, ManagedLedgerError, Position
 from magnetar.metadata.api import MetadataError
 

@@ -33,7 +33,7 @@ from magnetar.broker.transactions.api import (
 from magnetar.broker.transactions.buffered_writer import RecordPosition
 from magnetar.broker.transactions.states import TxnStatus
 from magnetar.broker.transactions.txn_log import Op, TxnLog, TxnLogRecord
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 
 log = logging.getLogger("magnetar.txn.coordinator")
 

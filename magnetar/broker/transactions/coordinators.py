@@ -28,7 +28,7 @@ from magnetar.broker.transactions.buffered_writer import WriterFactory
 from magnetar.broker.transactions.coordinator import EndPolicy, TransactionCoordinator, TxnCounters, TxnMeta
 from magnetar.broker.transactions.states import check_open
 from magnetar.broker.transactions.txn_log import TxnLog, plain_writer
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
 from magnetar.broker.transactions.segmented_snapshot import SNAPSHOT_TOPIC, KeyedTopic
 from magnetar.broker.transactions.snapshot import SnapshotError
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.storage.api import StorageError
 

@@ -15,6 +15,7 @@ import enum
 from typing import Final
 
 from magnetar.broker.transactions.api import InvalidTxnStatus, TxnAction, TxnId
+from magnetar.core.lifecycle import Transitions
 
 
 class TxnStatus(enum.IntEnum):
@@ -36,13 +37,13 @@ class TxnStatus(enum.IntEnum):
 
 
 _S = TxnStatus
-LEGAL: Final[dict[TxnStatus, frozenset[TxnStatus]]] = {
-    _S.OPEN: frozenset({_S.COMMITTING, _S.ABORTING}),
-    _S.COMMITTING: frozenset({_S.COMMITTING, _S.COMMITTED}),
-    _S.ABORTING: frozenset({_S.ABORTING, _S.ABORTED}),
-    _S.COMMITTED: frozenset(),
-    _S.ABORTED: frozenset(),
-}
+LEGAL: Final = Transitions(TxnStatus, {
+    _S.OPEN: {_S.COMMITTING, _S.ABORTING},
+    _S.COMMITTING: {_S.COMMITTING, _S.COMMITTED},
+    _S.ABORTING: {_S.ABORTING, _S.ABORTED},
+    _S.COMMITTED: set(),
+    _S.ABORTED: set(),
+})
 
 _ENDING_BY_ACTION: Final = {TxnAction.COMMIT: _S.COMMITTING, TxnAction.ABORT: _S.ABORTING}
 _FINAL_BY_ENDING: Final = {_S.COMMITTING: _S.COMMITTED, _S.ABORTING: _S.ABORTED}
@@ -50,14 +51,14 @@ _FINAL_BY_ENDING: Final = {_S.COMMITTING: _S.COMMITTED, _S.ABORTING: _S.ABORTED}
 
 def check_transition(txn: TxnId, current: TxnStatus, new: TxnStatus) -> None:
     """Raise ``InvalidTxnStatus`` unless ``current → new`` is in the table."""
-    if new not in LEGAL[current]:
+    if not LEGAL.allows(current, new):
         raise InvalidTxnStatus(f"Txn {txn} cannot become {new.name}: it is {current.name}")
 
 
 def ending_status(txn: TxnId, current: TxnStatus, action: TxnAction) -> TxnStatus:
     """The status an ``END_TXN(action)`` moves ``current`` to (checked against the table)."""
     new = _ENDING_BY_ACTION[action]
-    if new not in LEGAL[current]:
+    if not LEGAL.allows(current, new):
         raise InvalidTxnStatus(
             f"Expect Txn {txn} to be in {TxnStatus.OPEN.name} or {new.name} to {action.name.lower()}, "
             f"but it is {current.name}"

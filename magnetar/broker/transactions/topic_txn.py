@@ -40,7 +40,7 @@ from magnetar.broker.transactions.pending_ack_log import (
 )
 from magnetar.broker.transactions.snapshot import SnapshotStore
 from magnetar.broker.visible import last_visible
-from magnetar.clock import Clock
+from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, ManagedLedgerError, ManagedLedgerFactory, Position
 
 log = logging.getLogger("magnetar.broker.transactions.topic")

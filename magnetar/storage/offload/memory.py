@@ -2,7 +2,7 @@
 
 Behaves as an object store does: a blob appears whole on commit (an abandoned or crashed writer leaves
 nothing) and outlives the broker's process (the simulator keeps one across its crashes). A
-:class:`~magnetar.faults.FaultPlan` decides which operations fail, as an unreachable endpoint does
+:class:`~magnetar.core.faults.FaultPlan` decides which operations fail, as an unreachable endpoint does
 (:class:`OffloadUnavailable`); ``ops`` names are ``write``, ``commit``, ``read``, ``size``, ``delete``, ``list``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from magnetar.faults import FaultPlan
+from magnetar.core.faults import FaultPlan
 from magnetar.storage.offload.api import OffloadNotFound, OffloadUnavailable
 
 OPS = frozenset({"write", "commit", "read", "size", "delete", "list"})

@@ -18,7 +18,7 @@ from magnetar.broker.compaction import CompactedTopic
 from magnetar.broker.compaction.compactor import compact
 from magnetar.broker.compaction.entries import messages_of
 from magnetar.broker.compaction.state import NO_MESSAGE
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore

@@ -16,7 +16,7 @@ from magnetar.broker.deletion.audit import audit
 from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.messages import DeletionMessage, encode
 from magnetar.broker.deletion.service import LedgerDeletionService, Outcome
-from magnetar.clock import SystemClock
+from magnetar.core.clock import SystemClock
 from magnetar.ledger.api import InitialPosition, ManagedLedgerConfig, ManagedLedgerError, Position, RetentionPolicy
 from magnetar.ledger.deletion import LedgerComponent, PendingDeleteLedger
 from magnetar.ledger.factory import LedgerFactory

@@ -16,7 +16,7 @@ from magnetar import protocol as proto
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import TopicName
 from magnetar.broker.service import BrokerService
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import (
     EntryCorruptedError,
     InitialPosition,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.api import Record, WatchCallback

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import (
     EntryCorruptedError,
     InitialPosition,

@@ -15,8 +15,8 @@ from magnetar.broker.errors import Conflict, PreconditionFailed
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.offload import policy
 from magnetar.broker.offload.service import UNLOADED_LOADS_PER_PASS_MAX, OffloadService
-from magnetar.clock import ManualClock
-from magnetar.faults import FaultPlan
+from magnetar.core.clock import ManualClock
+from magnetar.core.faults import FaultPlan
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore

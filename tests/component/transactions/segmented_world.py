@@ -10,7 +10,7 @@ from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.segmented_snapshot import ID_BYTES, KeyedTopic, SegmentedSnapshotStore
 from magnetar.broker.transactions.snapshot import SnapshotError
 from magnetar.broker.transactions.snapshot_topic import SystemKeyedTopic
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, Position, RetentionPolicy
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore

@@ -22,7 +22,7 @@ from magnetar.broker.transactions.coordinator import EndPolicy
 from magnetar.broker.transactions.coordinators import CoordinatorSettings, TransactionCoordinatorService
 from magnetar.broker.transactions.states import TxnStatus
 from magnetar.broker.transactions.txn_log import SEQUENCE_BLOCK, Op, decode, log_topic
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedger, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore

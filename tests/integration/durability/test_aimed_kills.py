@@ -1,7 +1,7 @@
 """Kills aimed at the moments between two writes: ledger rollover, retention trimming, cursor persistence,
 and consumer-side acks in flight.
 
-The broker kills itself at a named crash point (``magnetarTestingCrashPoints``, see magnetar/crashpoints.py),
+The broker kills itself at a named crash point (``magnetarTestingCrashPoints``, see magnetar/core/crashpoints.py),
 so each kill lands exactly between the two steps it names, with no sleep and no race. One broker process
 per module, restarted in place (with or without a crash point armed) on the same data directory. After each
 restart: every receipted message is stored exactly once, in send order; every message not durably acked is

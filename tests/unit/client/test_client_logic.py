@@ -15,7 +15,7 @@ from magnetar.client._config import ConsumerConfig, ProducerConfig
 from magnetar.client._incoming import ChunkAssembler, StartFilter, decode_entry
 from magnetar.client._messages import full_topic_name, partition_index
 from magnetar.client._routing import Router
-from magnetar.client._state import Lifecycle
+from magnetar.core.lifecycle import Lifecycle, Transitions
 from magnetar.protocol import entry_payload, parse_entry_metadata, pb, split_batch
 
 
@@ -206,10 +206,12 @@ def test_lifecycle_rejects_illegal_edges() -> None:
         A = 1
         B = 2
 
-    life = Lifecycle(S.A, {S.A: frozenset({S.B})})
+    life = Lifecycle(S.A, Transitions(S, {S.A: {S.B}, S.B: set()}))
+    assert life.can_go(S.B) and not life.can_go(S.A)
     life.transition_to(S.B)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="illegal transition B -> A"):
         life.transition_to(S.A)
+    assert life.state is S.B
 
 
 # ---------------------------------------------------------------- config and errors

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.ledger.api import LedgerSummary, Position
+from magnetar.ledger.api import LedgerSummary, ManagedLedgerError, Position
 from magnetar.ledger.bitset import int_to_words, words_to_int
 from magnetar.ledger.formats import (
     CorruptMetadata,
@@ -25,7 +25,6 @@ from magnetar.ledger.states import (
     CursorState,
     IllegalTransition,
     LedgerState,
-    check_transition,
 )
 
 
@@ -153,11 +152,11 @@ def test_keys() -> None:
 
 
 def test_lifecycle_tables_refuse_illegal_edges() -> None:
-    assert check_transition(LEDGER_TRANSITIONS, LedgerState.OPEN, LedgerState.FENCED, "x") is LedgerState.FENCED
-    with pytest.raises(IllegalTransition):
-        check_transition(LEDGER_TRANSITIONS, LedgerState.CLOSED, LedgerState.OPEN, "x")
-    with pytest.raises(IllegalTransition):
-        check_transition(CURSOR_TRANSITIONS, CursorState.DELETED, CursorState.OPEN, "x")
+    assert LEDGER_TRANSITIONS.check(LedgerState.OPEN, LedgerState.FENCED, "x") is LedgerState.FENCED
+    with pytest.raises(IllegalTransition, match="x: illegal transition CLOSED -> OPEN"):
+        LEDGER_TRANSITIONS.check(LedgerState.CLOSED, LedgerState.OPEN, "x")
+    with pytest.raises(ManagedLedgerError):  # the ledger layer's own root, as every ledger error
+        CURSOR_TRANSITIONS.check(CursorState.DELETED, CursorState.OPEN, "x")
     for table in (LEDGER_TRANSITIONS, CURSOR_TRANSITIONS):
         for state, targets in table.items():
             assert state not in targets

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.metadata import (
     NEW_KEY,
     BadVersion,

@@ -14,7 +14,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.storage import EmbeddedLedgerStore, MemoryLedgerStore, StorageError
 
 METADATA = st.dictionaries(st.sampled_from(["application", "component", "name"]), st.text(max_size=4))

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.storage import (
     EntryNotFound,
     LedgerNotFound,

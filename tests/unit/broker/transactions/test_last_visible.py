@@ -9,7 +9,7 @@ from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
 from magnetar.broker.transactions.topic_txn import TopicTransactions
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore

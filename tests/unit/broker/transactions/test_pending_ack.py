@@ -21,7 +21,7 @@ from magnetar.broker.transactions.pending_ack_log import (
     decode_record,
     encode_record,
 )
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import InitialPosition, ManagedLedgerError, Position
 from magnetar.ledger.bitset import int_to_words
 from magnetar.ledger.factory import LedgerFactory

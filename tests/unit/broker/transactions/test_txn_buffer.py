@@ -13,7 +13,7 @@ from magnetar.broker.errors import PersistenceError
 from magnetar.broker.transactions.api import InvalidTxnStatus, TxnAction, TxnId
 from magnetar.broker.transactions.buffer import TransactionBuffer, before, txn_of
 from magnetar.broker.transactions.snapshot import AbortedSnapshot, MetadataSnapshotStore, decode_snapshot
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore

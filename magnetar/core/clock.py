@@ -1,6 +1,6 @@
 """Injected time: logic takes a Clock, tests use a manual one instead of sleeping.
 
-This module sits below every layer and imports nothing from magnetar.
+It sits in `magnetar.core`, below every layer, and imports nothing else from magnetar.
 """
 
 from __future__ import annotations

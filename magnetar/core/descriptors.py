@@ -11,7 +11,7 @@ import errno
 import logging
 import resource
 
-from magnetar.logs import RateLimitedLog
+from magnetar.core.logs import RateLimitedLog
 
 log = logging.getLogger("magnetar.descriptors")
 
