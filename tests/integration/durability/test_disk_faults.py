@@ -179,15 +179,22 @@ def test_sigkill_while_the_disk_is_full_keeps_every_receipt_and_receipted_ack(br
 
 
 def test_fsync_failures_never_lose_a_receipted_message(broker: BrokerProcess) -> None:
-    restart(broker, "--set", "magnetarTestingFsyncFailureProbability=0.2",
-            "--set", "managedLedgerMaxEntriesPerLedger=20")
     name = f"fsync-{uuid.uuid4().hex[:8]}"
     topic = f"persistent://public/default/{name}"
+    # a durable subscription holds every entry: with the default retention (0) ledgers nobody subscribes to may be
+    # trimmed at any time, and Pulsar promises nothing about them. It is made before fsyncs fail: a SUBSCRIBE that
+    # fails with a retriable error (the topic's first ledger not created) leaves pulsar-client 3.13's consumer
+    # waiting for its operation timeout instead of subscribing again
+    restart(broker)
+    seed_client = make_client(broker.url)
+    try:
+        seed_client.subscribe(topic, "held", initial_position=pulsar.InitialPosition.Earliest).close()
+    finally:
+        seed_client.close()
+    restart(broker, "--set", "magnetarTestingFsyncFailureProbability=0.2",
+            "--set", "managedLedgerMaxEntriesPerLedger=20")
     client = make_client(broker.url)
     try:
-        # a durable subscription holds every entry: with the default retention (0) ledgers nobody subscribes to
-        # may be trimmed at any time, and Pulsar promises nothing about them
-        client.subscribe(topic, "held", initial_position=pulsar.InitialPosition.Earliest).close()
         publisher = Publisher(client, topic)
         publisher.send([f"m{i}" for i in range(200)])
         assert publisher.wait_receipts(100), f"only {len(publisher.receipted)} receipted"
