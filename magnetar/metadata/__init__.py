@@ -10,6 +10,7 @@ from magnetar.metadata.api import (
     MetadataStoreClosed,
     NotFound,
     Record,
+    ValueTooLarge,
     WatchCallback,
     WatchEvent,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "NotFound",
     "Record",
     "SqliteMetadataStore",
+    "ValueTooLarge",
     "WatchCallback",
     "WatchEvent",
 ]

@@ -11,6 +11,7 @@ Errors::
     ├── BadVersion           expected version did not match (or the key exists when it must not)
     ├── NotFound             the key does not exist (delete, or put with an expected version >= 0)
     ├── InvalidKey           the key is not an absolute, normalised path
+    ├── ValueTooLarge        the value exceeds what the backend can hold (ZooKeeper: about 1 MiB)
     └── MetadataStoreClosed  the store was closed
 """
 
@@ -45,6 +46,10 @@ class InvalidKey(MetadataError):
     """The key is not an absolute path without empty segments or a trailing slash."""
 
 
+class ValueTooLarge(MetadataError):
+    """The value is larger than the backend holds in one record (ZooKeeper's znode limit)."""
+
+
 class MetadataStoreClosed(MetadataError):
     """The store is closed."""
 
@@ -76,7 +81,7 @@ WatchCallback = Callable[[WatchEvent], None]
 
 
 class MetadataStore(Protocol):
-    """What every metadata backend offers (SQLite embedded, in-memory for tests, ZooKeeper later)."""
+    """What every metadata backend offers (SQLite embedded, in-memory for tests, ZooKeeper for a cluster)."""
 
     async def get(self, key: str) -> Record | None:
         """The record at ``key``, or None."""
@@ -101,7 +106,10 @@ class MetadataStore(Protocol):
     def watch(self, prefix: str, callback: WatchCallback) -> Callable[[], None]:
         """Call ``callback`` after each write to a key equal to or below ``prefix``.
 
-        Returns an unwatch function."""
+        The embedded stores call it inside the write, once per write. ZooKeeper calls it on the event loop
+        shortly after the write (its own writes and every other client's), at least once after the last of
+        quick successive writes to one key (they may be told as one event) and never for a write that
+        happened before ``watch`` returned control to the loop. Returns an unwatch function."""
         ...
 
     async def close(self) -> None:
