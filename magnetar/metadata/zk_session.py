@@ -42,6 +42,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.retry import KazooRetry
 
+from magnetar.core.lifecycle import Transitions
 from magnetar.metadata.api import MetadataError, MetadataStoreClosed
 
 logger = logging.getLogger("magnetar.metadata.zookeeper")
@@ -69,13 +70,15 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-_TRANSITIONS: dict[_State, frozenset[_State]] = {
-    _State.CONNECTING: frozenset({_State.CONNECTED, _State.CLOSED}),
-    _State.CONNECTED: frozenset({_State.SUSPENDED, _State.EXPIRED, _State.CONNECTED, _State.CLOSED}),
-    _State.SUSPENDED: frozenset({_State.CONNECTED, _State.EXPIRED, _State.CLOSED}),
-    _State.EXPIRED: frozenset({_State.CONNECTED, _State.CLOSED}),
-    _State.CLOSED: frozenset(),
-}
+# kazoo reports what its connection does; an edge missing here (SUSPENDED twice, a late CONNECTED after
+# close) is kazoo repeating itself, so it is ignored (``allows``), not raised.
+_TRANSITIONS = Transitions(_State, {
+    _State.CONNECTING: {_State.CONNECTED, _State.CLOSED},
+    _State.CONNECTED: {_State.SUSPENDED, _State.EXPIRED, _State.CONNECTED, _State.CLOSED},
+    _State.SUSPENDED: {_State.CONNECTED, _State.EXPIRED, _State.CLOSED},
+    _State.EXPIRED: {_State.CONNECTED, _State.CLOSED},
+    _State.CLOSED: set(),
+})
 
 # Outcomes a caller may retry: the request did not reach the server, or its answer did not come back.
 RETRYABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
@@ -266,7 +269,7 @@ class ZkSession:
         """Move to ``new``; False (and nothing changes) when already there or when the edge is not legal."""
         if new is self._state and new is not _State.CONNECTED:
             return False
-        if new not in _TRANSITIONS[self._state]:
+        if not _TRANSITIONS.allows(self._state, new):
             logger.debug("ZooKeeper session: ignored %s -> %s", self._state.value, new.value)
             return False
         self._state = new
@@ -283,7 +286,7 @@ class ZkSession:
         """Close the session (its ephemeral nodes go at once). Idempotent."""
         if self._state is _State.CLOSED:
             return
-        self._state = _State.CLOSED
+        self._state = _TRANSITIONS.check(self._state, _State.CLOSED, "ZooKeeper session")
         self._cancel_lost_timer()
         self._connected.set()  # wake waiters; they see CLOSED
         self._listeners.clear()

@@ -38,7 +38,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
-from magnetar.clock import Clock, SystemClock
+from magnetar.core.clock import Clock, SystemClock
 from magnetar.metadata import _rules
 from magnetar.metadata.api import (
     MetadataError,

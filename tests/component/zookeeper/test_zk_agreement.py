@@ -15,7 +15,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from magnetar.clock import ManualClock
+from magnetar.core.clock import ManualClock
 from magnetar.metadata import MemoryMetadataStore, MetadataError, Record, WatchEvent
 from magnetar.metadata.zookeeper import ZooKeeperMetadataStore
 from tests.unit.metadata.test_agreement import EXPECTED, KEYS, READ_KEYS, VALUES
