@@ -1,11 +1,14 @@
-"""The embedded store and the in-memory store, driven by the same random steps, must agree exactly:
-same ids, entries, infos, listings and exceptions, across closing and reopening the embedded store."""
+"""The embedded store, the object store (on an in-memory bucket here; on a real S3 API in
+``tests/component/storage/test_agreement_s3.py``) and the in-memory store, driven by the same random steps,
+must agree exactly: same ids, entries, infos, listings and exceptions, across closing and reopening the
+embedded store. (The object store is not reopened: a new instance appends to no ledger it did not create.)"""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import tempfile
+import uuid
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from magnetar.core.clock import ManualClock
-from magnetar.storage import EmbeddedLedgerStore, MemoryLedgerStore, StorageError
+from magnetar.storage import EmbeddedLedgerStore, LedgerStore, MemoryLedgerStore, StorageError
+from magnetar.storage.objectstore import ObjectClient, ObjectLedgerSettings, ObjectLedgerStore
+from magnetar.storage.objectstore.memory import MemoryBucket, MemoryObjectClient
 
 METADATA = st.dictionaries(st.sampled_from(["application", "component", "name"]), st.text(max_size=4))
 PAYLOADS = st.binary(max_size=24)
@@ -37,7 +42,20 @@ class LedgerAgreement(RuleBasedStateMachine):
         self.directory = Path(tempfile.mkdtemp(prefix="magnetar-ledgers-"))
         self.memory = MemoryLedgerStore(clock=self.clock)
         self.embedded = self._open_embedded()
+        self.objects = self.loop.run_until_complete(
+            ObjectLedgerStore.open(self.object_client(), prefix=f"agreement/{uuid.uuid4().hex}/",
+                                   settings=ObjectLedgerSettings(flush_max_delay_ms=0), clock=self.clock)
+        )
         self.ids_seen: list[int] = []
+
+    def object_client(self) -> ObjectClient:
+        """The bucket the object store runs on (a subclass puts it on a real S3 API)."""
+        return MemoryObjectClient(MemoryBucket())
+
+    @property
+    def others(self) -> list[LedgerStore]:
+        """The stores that must agree with the in-memory one."""
+        return [self.embedded, self.objects]
 
     def _open_embedded(self) -> EmbeddedLedgerStore:
         # No fsync: the agreement is about semantics; durability has its own tests.
@@ -47,8 +65,9 @@ class LedgerAgreement(RuleBasedStateMachine):
 
     def both(self, name: str, *args: Any) -> Any:
         expected = _outcome(self.loop, getattr(self.memory, name)(*args))
-        actual = _outcome(self.loop, getattr(self.embedded, name)(*args))
-        assert actual == expected, (name, args)
+        for other in self.others:
+            actual = _outcome(self.loop, getattr(other, name)(*args))
+            assert actual == expected, (type(other).__name__, name, args, actual, expected)
         return expected
 
     def ledger_id(self, data: st.DataObject) -> int:
@@ -76,7 +95,8 @@ class LedgerAgreement(RuleBasedStateMachine):
             return [r if not isinstance(r, StorageError) else type(r) for r in results]
 
         expected = self.loop.run_until_complete(gather(self.memory))
-        assert self.loop.run_until_complete(gather(self.embedded)) == expected
+        for other in self.others:
+            assert self.loop.run_until_complete(gather(other)) == expected, type(other).__name__
 
     @rule(data=st.data(), first=ENTRY_IDS, last=ENTRY_IDS)
     def read(self, data: st.DataObject, first: int, last: int) -> None:
@@ -107,10 +127,12 @@ class LedgerAgreement(RuleBasedStateMachine):
     @invariant()
     def same_ledgers(self) -> None:
         memory = self.loop.run_until_complete(self.memory.list_ledgers())
-        assert self.loop.run_until_complete(self.embedded.list_ledgers()) == memory
+        for other in self.others:
+            assert self.loop.run_until_complete(other.list_ledgers()) == memory, type(other).__name__
 
     def teardown(self) -> None:
         self.loop.run_until_complete(self.embedded.close())
+        self.loop.run_until_complete(self.objects.close())
         self.loop.run_until_complete(self.memory.close())
         self.loop.close()
         shutil.rmtree(self.directory, ignore_errors=True)
