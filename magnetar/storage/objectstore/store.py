@@ -430,7 +430,8 @@ class ObjectLedgerStore:
         if ledger.seal_seq is not None:
             return
         body = _chunks.encode_fence(self.token)
-        seq, step, skipped = ledger.index.chunks, 1, []
+        seq, step = ledger.index.chunks, 1
+        skipped: list[int] = []
         for _ in range(SEAL_ATTEMPTS_MAX):  # bounded: each lost seq is one the writer (or another sealer) took
             if await self._requests.create_new(_chunks.chunk_key(self._prefix, ledger_id, seq), body, "sealing",
                                                ledger_id):
