@@ -11,7 +11,7 @@ The connection is a state machine (``_TRANSITIONS``)::
 
     CONNECTING -> CONNECTED <-> SUSPENDED -> EXPIRED -> CONNECTED (a new session)   any -> CLOSED
 
-and each edge is a :class:`SessionEvent` for listeners (Pulsar's ``SessionEvent``): CONNECTED -> SUSPENDED
+and each edge is a :class:`~magnetar.metadata.coordination.SessionEvent` for listeners: CONNECTED -> SUSPENDED
 is CONNECTION_LOST; back to CONNECTED on the same session is RECONNECTED; a session the server expired, or
 one this side has been cut off from for longer than its timeout (the server has expired it by then, or will:
 Pulsar's ``ZKSessionWatcher`` judges the same way), is SESSION_LOST; the first connection after that is
@@ -44,22 +44,11 @@ from kazoo.retry import KazooRetry
 
 from magnetar.core.lifecycle import Transitions
 from magnetar.metadata.api import MetadataError, MetadataStoreClosed
+from magnetar.metadata.coordination import SessionEvent, SessionListener
 
 logger = logging.getLogger("magnetar.metadata.zookeeper")
 
 LISTENERS_MAX = 1024
-
-
-class SessionEvent(enum.Enum):
-    """What happened to the metadata session (Pulsar's ``SessionEvent``)."""
-
-    CONNECTION_LOST = "connection-lost"  # ephemerals still stand; the session may come back
-    RECONNECTED = "reconnected"  # same session: ephemerals and locks still ours
-    SESSION_LOST = "session-lost"  # every ephemeral of the session may be gone
-    SESSION_REESTABLISHED = "session-reestablished"  # a new session: revalidate locks, re-read watches
-
-
-SessionListener = Callable[[SessionEvent], None]
 
 
 class _State(enum.Enum):

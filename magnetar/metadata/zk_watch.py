@@ -29,8 +29,9 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from magnetar.metadata.api import EventKind, MetadataError, WatchCallback, WatchEvent
+from magnetar.metadata.coordination import SessionEvent, SessionListener
 from magnetar.metadata.zk_codec import decode, version_base
-from magnetar.metadata.zk_session import RETRYABLE, SessionEvent, SessionListener, ZkSession
+from magnetar.metadata.zk_session import RETRYABLE, ZkSession
 
 logger = logging.getLogger("magnetar.metadata.zookeeper")
 

@@ -41,15 +41,16 @@ from kazoo.protocol.states import ZnodeStat
 from magnetar.core.clock import Clock, SystemClock
 from magnetar.metadata import _rules
 from magnetar.metadata.api import (
+    NEW_KEY,
     MetadataError,
-    MetadataStore,
     MetadataStoreClosed,
     Record,
     ValueTooLarge,
     WatchCallback,
 )
+from magnetar.metadata.coordination import CoordinationStore, Ownership, SessionListener
 from magnetar.metadata.zk_codec import decode, encode, parse_zk_url, version_base
-from magnetar.metadata.zk_session import RETRYABLE, SessionListener, ZkSession
+from magnetar.metadata.zk_session import RETRYABLE, ZkSession
 from magnetar.metadata.zk_watch import SubtreeWatch
 
 PACKET_BYTES_MAX = 0xFFFFF  # ZooKeeper's default jute.maxbuffer: one request or reply
@@ -264,6 +265,43 @@ class ZooKeeperMetadataStore:
                 return
             parent = parent.rsplit("/", 1)[0]
 
+    # -- coordination --
+
+    async def create(self, key: str, value: bytes, *, ephemeral: bool = False, sequential: bool = False) -> Record:
+        if not sequential:
+            return await self._put(key, bytes(value), NEW_KEY, ephemeral=ephemeral)
+        self._check_open()
+        _rules.validate_key(key, allow_root=False)
+        path = self.zk_path(key)
+        value = bytes(value)
+        self._check_size(path, value)
+        await self._barrier()
+        try:
+            made, stat = await self.session.call("create", path, encode(value, 0, 0), ephemeral=ephemeral,
+                                                 sequence=True, makepath=True, include_data=True)
+        except NoChildrenForEphemeralsError as exc:
+            raise MetadataError(f"{key}: a parent is an ephemeral key, which cannot have children", key=key) from exc
+        except RETRYABLE as exc:
+            # The name it would have had is unknown: the caller decides (Pulsar's callers retry).
+            raise MetadataError(f"sequential create of {key}: connection lost (outcome unknown)", key=key) from exc
+        return Record(self.key_of(made), value, 0, stat.ctime, stat.mtime)
+
+    async def get_owned(self, key: str) -> tuple[Record, Ownership] | None:
+        self._check_open()
+        _rules.validate_key(key, allow_root=True)
+        await self._barrier()
+        if key == _rules.ROOT:
+            return None
+        node = await self.read(self.zk_path(key))
+        record = None if node is None else decode(key, *node)
+        if record is None:
+            return None
+        assert node is not None
+        owner = node[1].ephemeralOwner
+        if not owner:
+            return record, Ownership.PERSISTENT
+        return record, Ownership.THIS_SESSION if owner == self.session.session_id else Ownership.OTHER_SESSION
+
     def _check_size(self, path: str, value: bytes) -> None:
         size = len(encode(value, 1, self._clock.now_ms())) + len(path.encode()) + PACKET_OVERHEAD_BYTES
         if size > PACKET_BYTES_MAX:
@@ -310,4 +348,4 @@ class ZooKeeperMetadataStore:
 
 
 if TYPE_CHECKING:
-    _conforms: MetadataStore = ZooKeeperMetadataStore("127.0.0.1:2181")
+    _conforms: CoordinationStore = ZooKeeperMetadataStore("127.0.0.1:2181")

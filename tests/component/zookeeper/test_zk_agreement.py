@@ -93,6 +93,13 @@ class ZooKeeperAgreement(RuleBasedStateMachine):
     def put(self, key: str, value: bytes, expected_version: int | None) -> None:
         self.both("put", key, value, expected_version)
 
+    @rule(key=KEYS, value=VALUES)
+    def create_ephemeral(self, key: str, value: bytes) -> None:
+        """Ephemeral keys follow ZooKeeper's rules in both (no children below one, none made over one)."""
+        expected = _outcome(self.loop, self.memory.create(key, value, ephemeral=True))
+        actual = _outcome(self.loop, self.zk.create(key, value, ephemeral=True))
+        assert actual == expected, ("create", key)
+
     @rule(key=KEYS, expected_version=EXPECTED)
     def delete(self, key: str, expected_version: int | None) -> None:
         self.both("delete", key, expected_version)

@@ -10,7 +10,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from magnetar.metadata import NEW_KEY, BadVersion, EventKind, MetadataError, ValueTooLarge, WatchEvent
-from magnetar.metadata.zk_session import SessionEvent
+from magnetar.metadata.coordination import SessionEvent
 from magnetar.metadata.zookeeper import ZooKeeperMetadataStore
 from tests.zk_server import Events, TcpProxy, ZooKeeperServer, unique_chroot
 
