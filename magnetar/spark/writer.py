@@ -12,6 +12,7 @@ retries it (at-least-once: duplicates are possible, loss is not). With ``deliver
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -182,9 +183,9 @@ def resolve_guarantee(opts: SinkOptions) -> SinkOptions:
     return replace(opts, delivery_guarantee=EXACTLY_ONCE if available else AT_LEAST_ONCE)
 
 
-def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch], writer: str | None = None) -> WriterCommitMessage:
     if opts.delivery_guarantee == EXACTLY_ONCE:
-        return exactly_once.write_in_txn(opts, iterator)
+        return exactly_once.write_in_txn(opts, iterator, writer)
     return write_batches(opts, iterator)
 
 
@@ -208,13 +209,18 @@ class PulsarBatchWriter(DataSourceArrowWriter):
 
 class PulsarStreamWriter(DataSourceStreamArrowWriter):
     """At-least-once: tasks wait for every receipt, so commit has nothing left to do. Exactly-once: see
-    ``exactly_once`` (intent under the checkpoint, then commit of every task's transaction)."""
+    ``exactly_once`` (each txn recorded under the checkpoint, an intent, then commit of every task's txn).
+    Spark builds one writer per micro-batch and ships it to that batch's tasks: ``writer_id`` tells the
+    transactions of one batch's tasks from those of earlier batches and runs."""
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
+        self.writer_id = uuid.uuid4().hex
+        if opts.delivery_guarantee == EXACTLY_ONCE:
+            exactly_once.prepare_stream(opts)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _write(self.opts, iterator)
+        return _write(self.opts, iterator, self.writer_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.delivery_guarantee == EXACTLY_ONCE:
