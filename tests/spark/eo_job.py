@@ -37,7 +37,7 @@ def start_query(spark: SparkSession, url: str, source: str, sink: str, checkpoin
 
 def main(argv: list[str]) -> int:
     url, source, sink, checkpoint, timeout_ms = argv[:5]
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = json.loads(argv[5]) if len(argv) > 5 else {
         "spark.master": "local[2]", "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
         "spark.driver.memory": "512m"}
