@@ -1,6 +1,7 @@
 """The broker's errors, each carrying the wire error code the client maps (facts §4.7).
 
-Every error a client can cause or see is a :class:`BrokerError` with a ``server_error`` code; the
+Every error a client can cause or see is a :class:`BrokerError` with a ``server_error`` code (a member of the
+protocol's one registry, :class:`~magnetar.protocol.server_errors.ServerErrorCode`); the
 server turns it into an ERROR or SEND_ERROR frame. Errors from the layers below are translated where
 they meet the broker (``raise PersistenceError(...) from exc``).
 
@@ -18,106 +19,85 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-# ServerError values from the Pulsar schema (facts §4.7); kept here as plain ints so this module does
-# not depend on generated code.
-UNKNOWN_ERROR = 0
-METADATA_ERROR = 1
-PERSISTENCE_ERROR = 2
-AUTHENTICATION_ERROR = 3
-AUTHORIZATION_ERROR = 4
-CONSUMER_BUSY = 5
-SERVICE_NOT_READY = 6
-CHECKSUM_ERROR = 9
-UNSUPPORTED_VERSION = 10
-TOPIC_NOT_FOUND = 11
-SUBSCRIPTION_NOT_FOUND = 12
-CONSUMER_NOT_FOUND = 13
-TOO_MANY_REQUESTS = 14
-TOPIC_TERMINATED = 15
-PRODUCER_BUSY = 16
-INVALID_TOPIC_NAME = 17
-INCOMPATIBLE_SCHEMA = 18
-CONSUMER_ASSIGN_ERROR = 19
-NOT_ALLOWED = 22
-PRODUCER_FENCED = 25
+from magnetar.protocol.server_errors import ServerErrorCode as _E
 
 
 class BrokerError(Exception):
-    server_error: ClassVar[int] = UNKNOWN_ERROR
+    server_error: ClassVar[_E] = _E.UnknownError
 
 
 class MetadataError(BrokerError):
-    server_error = METADATA_ERROR
+    server_error = _E.MetadataError
 
 
 class PersistenceError(BrokerError):
-    server_error = PERSISTENCE_ERROR
+    server_error = _E.PersistenceError
 
 
 class AuthenticationError(BrokerError):
     """Missing or bad credentials (wire AuthenticationError, HTTP 401). The message never holds a secret."""
 
-    server_error = AUTHENTICATION_ERROR
+    server_error = _E.AuthenticationError
 
 
 class AuthorizationError(BrokerError):
     """The authenticated role may not do this (wire AuthorizationError, HTTP 403)."""
 
-    server_error = AUTHORIZATION_ERROR
+    server_error = _E.AuthorizationError
 
 
 class ConsumerBusy(BrokerError):
-    server_error = CONSUMER_BUSY
+    server_error = _E.ConsumerBusy
 
 
 class ServiceNotReady(BrokerError):
-    server_error = SERVICE_NOT_READY
+    server_error = _E.ServiceNotReady
 
 
 class ChecksumError(BrokerError):
-    server_error = CHECKSUM_ERROR
+    server_error = _E.ChecksumError
 
 
 class TopicNotFound(BrokerError):
-    server_error = TOPIC_NOT_FOUND
+    server_error = _E.TopicNotFound
 
 
 class SubscriptionNotFound(BrokerError):
-    server_error = SUBSCRIPTION_NOT_FOUND
+    server_error = _E.SubscriptionNotFound
 
 
 class ConsumerNotFound(BrokerError):
-    server_error = CONSUMER_NOT_FOUND
+    server_error = _E.ConsumerNotFound
 
 
 class TooManyRequests(BrokerError):
     """More requests in flight on a connection than it accepts; the official clients retry it."""
 
-    server_error = TOO_MANY_REQUESTS
+    server_error = _E.TooManyRequests
 
 
 class TopicTerminated(BrokerError):
-    server_error = TOPIC_TERMINATED
+    server_error = _E.TopicTerminatedError
 
 
 class ProducerBusy(BrokerError):
-    server_error = PRODUCER_BUSY
+    server_error = _E.ProducerBusy
 
 
 class InvalidTopicName(BrokerError):
-    server_error = INVALID_TOPIC_NAME
+    server_error = _E.InvalidTopicName
 
 
 class IncompatibleSchema(BrokerError):
-    server_error = INCOMPATIBLE_SCHEMA
+    server_error = _E.IncompatibleSchema
 
 
 class ConsumerAssignError(BrokerError):
-    server_error = CONSUMER_ASSIGN_ERROR
+    server_error = _E.ConsumerAssignError
 
 
 class NotAllowed(BrokerError):
-    server_error = NOT_ALLOWED
+    server_error = _E.NotAllowedError
 
 
 class TopicQuotaExceeded(NotAllowed):
@@ -125,7 +105,7 @@ class TopicQuotaExceeded(NotAllowed):
 
 
 class ProducerFenced(BrokerError):
-    server_error = PRODUCER_FENCED
+    server_error = _E.ProducerFenced
 
 
 # ---- admin operations (no wire code of their own; the HTTP layer maps them to Pulsar's statuses) ----------

@@ -28,12 +28,16 @@
 
 ``retriable`` says whether creating a producer/consumer (or reconnecting) should keep trying on
 this error until the operation timeout, as the reference client does; fatal ones are raised at once.
+``retriable`` and ``lookup_again`` of a ServerError come from the protocol's one registry of wire codes
+(:class:`~magnetar.protocol.server_errors.ServerErrorCode`); this module only names the exceptions.
 Knows nothing of connections: ``from_server`` turns (code, message) into an exception.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
+
+from magnetar.protocol.server_errors import ServerErrorCode as _Code
 
 __all__ = [
     "AlreadyClosed",
@@ -87,6 +91,7 @@ class ServerError(PulsarClientError):
     """The broker reported an error; ``code`` is the wire ServerError value."""
 
     code: ClassVar[int] = 0
+    lookup_again: ClassVar[bool] = False  # the topic may be served elsewhere: look it up before retrying
 
     def __init__(self, message: str = "", *, code: int | None = None) -> None:
         super().__init__(message)
@@ -133,38 +138,39 @@ class LookupError_(PulsarClientError):  # the builtin LookupError is a different
 _REGISTRY: dict[int, type[ServerError]] = {}
 
 
-def _server_error(name: str, code: int, *, retriable: bool) -> type[ServerError]:
-    cls = type(name, (ServerError,), {"code": code, "retriable": retriable, "__module__": __name__})
+def _server_error(name: str, code: _Code) -> type[ServerError]:
+    attributes = {"code": code, "retriable": code.retriable, "lookup_again": code.lookup_again, "__module__": __name__}
+    cls = type(name, (ServerError,), attributes)
     _REGISTRY.setdefault(code, cls)
     return cls
 
 
-UnknownError = _server_error("UnknownError", 0, retriable=True)
-BrokerMetadataError = _server_error("BrokerMetadataError", 1, retriable=True)
-BrokerPersistenceError = _server_error("BrokerPersistenceError", 2, retriable=True)
-AuthenticationError = _server_error("AuthenticationError", 3, retriable=False)
-AuthorizationError = _server_error("AuthorizationError", 4, retriable=False)
-ConsumerBusy = _server_error("ConsumerBusy", 5, retriable=False)
-ServiceNotReady = _server_error("ServiceNotReady", 6, retriable=True)
-ProducerBlockedQuotaExceeded = _server_error("ProducerBlockedQuotaExceeded", 7, retriable=False)
-_REGISTRY[8] = ProducerBlockedQuotaExceeded
-ChecksumError = _server_error("ChecksumError", 9, retriable=False)
-UnsupportedVersionError = _server_error("UnsupportedVersionError", 10, retriable=True)
-TopicNotFound = _server_error("TopicNotFound", 11, retriable=False)
-SubscriptionNotFound = _server_error("SubscriptionNotFound", 12, retriable=True)
-ConsumerNotFound = _server_error("ConsumerNotFound", 13, retriable=True)
-TooManyRequests = _server_error("TooManyRequests", 14, retriable=False)
-TopicTerminated = _server_error("TopicTerminated", 15, retriable=False)
-ProducerBusy = _server_error("ProducerBusy", 16, retriable=False)
-InvalidTopicNameError = _server_error("InvalidTopicNameError", 17, retriable=False)
-IncompatibleSchema = _server_error("IncompatibleSchema", 18, retriable=False)
-ConsumerAssignError = _server_error("ConsumerAssignError", 19, retriable=False)
-TransactionCoordinatorNotFound = _server_error("TransactionCoordinatorNotFound", 20, retriable=True)
-InvalidTxnStatus = _server_error("InvalidTxnStatus", 21, retriable=True)
-NotAllowedError = _server_error("NotAllowedError", 22, retriable=False)
-TransactionConflict = _server_error("TransactionConflict", 23, retriable=True)
-TransactionNotFound = _server_error("TransactionNotFound", 24, retriable=True)
-ProducerFenced = _server_error("ProducerFenced", 25, retriable=False)
+UnknownError = _server_error("UnknownError", _Code.UnknownError)
+BrokerMetadataError = _server_error("BrokerMetadataError", _Code.MetadataError)
+BrokerPersistenceError = _server_error("BrokerPersistenceError", _Code.PersistenceError)
+AuthenticationError = _server_error("AuthenticationError", _Code.AuthenticationError)
+AuthorizationError = _server_error("AuthorizationError", _Code.AuthorizationError)
+ConsumerBusy = _server_error("ConsumerBusy", _Code.ConsumerBusy)
+ServiceNotReady = _server_error("ServiceNotReady", _Code.ServiceNotReady)
+ProducerBlockedQuotaExceeded = _server_error("ProducerBlockedQuotaExceeded", _Code.ProducerBlockedQuotaExceededError)
+_REGISTRY[_Code.ProducerBlockedQuotaExceededException] = ProducerBlockedQuotaExceeded
+ChecksumError = _server_error("ChecksumError", _Code.ChecksumError)
+UnsupportedVersionError = _server_error("UnsupportedVersionError", _Code.UnsupportedVersionError)
+TopicNotFound = _server_error("TopicNotFound", _Code.TopicNotFound)
+SubscriptionNotFound = _server_error("SubscriptionNotFound", _Code.SubscriptionNotFound)
+ConsumerNotFound = _server_error("ConsumerNotFound", _Code.ConsumerNotFound)
+TooManyRequests = _server_error("TooManyRequests", _Code.TooManyRequests)
+TopicTerminated = _server_error("TopicTerminated", _Code.TopicTerminatedError)
+ProducerBusy = _server_error("ProducerBusy", _Code.ProducerBusy)
+InvalidTopicNameError = _server_error("InvalidTopicNameError", _Code.InvalidTopicName)
+IncompatibleSchema = _server_error("IncompatibleSchema", _Code.IncompatibleSchema)
+ConsumerAssignError = _server_error("ConsumerAssignError", _Code.ConsumerAssignError)
+TransactionCoordinatorNotFound = _server_error("TransactionCoordinatorNotFound", _Code.TransactionCoordinatorNotFound)
+InvalidTxnStatus = _server_error("InvalidTxnStatus", _Code.InvalidTxnStatus)
+NotAllowedError = _server_error("NotAllowedError", _Code.NotAllowedError)
+TransactionConflict = _server_error("TransactionConflict", _Code.TransactionConflict)
+TransactionNotFound = _server_error("TransactionNotFound", _Code.TransactionNotFound)
+ProducerFenced = _server_error("ProducerFenced", _Code.ProducerFenced)
 
 
 def from_server(code: int, message: str) -> ServerError:

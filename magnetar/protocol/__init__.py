@@ -9,7 +9,8 @@ compression and markers. No sockets, no asyncio, no storage; the server layer dr
     encode_command(commands.pong())
 
 ``commands`` and ``txn_commands`` (command builders), ``ids`` (MessageIdData helpers), ``compression`` and ``markers``
-are exposed as modules; ``pb`` and ``markers_pb`` are the generated protobuf modules.
+are exposed as modules; ``pb`` and ``markers_pb`` are the generated protobuf modules. ``ServerErrorCode`` is the one
+registry of the wire's error codes (name, retriable, look up again).
 """
 
 from magnetar.protocol import commands, compression, ids, markers, txn_commands
@@ -48,6 +49,7 @@ from magnetar.protocol.markers import is_marker, make_marker_entry
 from magnetar.protocol.proto import PulsarApi_pb2 as pb
 from magnetar.protocol.proto import PulsarMarkers_pb2 as markers_pb
 from magnetar.protocol.send_checks import check_send_metadata
+from magnetar.protocol.server_errors import ServerErrorCode
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
@@ -63,6 +65,7 @@ __all__ = [
     "PeerProtocolError",
     "ProtocolError",
     "SendPayload",
+    "ServerErrorCode",
     "build_batch",
     "check_send_metadata",
     "commands",

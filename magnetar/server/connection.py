@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError, NotAllowed, TooManyRequests
+from magnetar.broker.errors import BrokerError, NotAllowed, TooManyRequests
 from magnetar.broker.producer import Producer
 from magnetar.broker.service import BrokerService
 from magnetar.core.clock import Clock
@@ -258,7 +258,7 @@ class ServerConnection:
     def reply_error(self, request_id: int | None, exc: BrokerError, cmd: proto.pb.BaseCommand | None = None) -> None:
         if request_id is None:
             return
-        code, text = getattr(exc, "server_error", UNKNOWN_ERROR), str(exc) or type(exc).__name__
+        code, text = getattr(exc, "server_error", proto.ServerErrorCode.UnknownError), str(exc) or type(exc).__name__
         reply = proto.commands.error(request_id, code, text) if cmd is None else proto.commands.failure_for(
             cmd, request_id, code, text)
         self.send_frame(proto.encode_command(reply))

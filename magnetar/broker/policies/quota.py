@@ -9,9 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker.errors import BrokerError, InvalidRequest
-
-PRODUCER_BLOCKED_QUOTA_EXCEEDED_ERROR = 7
-PRODUCER_BLOCKED_QUOTA_EXCEEDED_EXCEPTION = 8
+from magnetar.protocol.server_errors import ServerErrorCode
 
 
 class QuotaPolicy(enum.Enum):
@@ -21,11 +19,11 @@ class QuotaPolicy(enum.Enum):
 
 
 class ProducerBlockedQuotaExceededError(BrokerError):
-    server_error = PRODUCER_BLOCKED_QUOTA_EXCEEDED_ERROR  # retriable: the client keeps trying
+    server_error = ServerErrorCode.ProducerBlockedQuotaExceededError  # retriable: the client keeps trying
 
 
 class ProducerBlockedQuotaExceededException(BrokerError):
-    server_error = PRODUCER_BLOCKED_QUOTA_EXCEEDED_EXCEPTION
+    server_error = ServerErrorCode.ProducerBlockedQuotaExceededException
 
 
 @dataclass(frozen=True, slots=True)

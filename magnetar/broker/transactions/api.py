@@ -15,12 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from magnetar.broker.errors import BrokerError
-
-# ServerError values (facts §4.7) for the transaction errors
-TRANSACTION_COORDINATOR_NOT_FOUND = 20
-INVALID_TXN_STATUS = 21
-TRANSACTION_CONFLICT = 23
-TRANSACTION_NOT_FOUND = 24
+from magnetar.protocol.server_errors import ServerErrorCode
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -46,19 +41,19 @@ class TxnError(BrokerError):
 
 
 class CoordinatorNotFound(TxnError):
-    server_error: ClassVar[int] = TRANSACTION_COORDINATOR_NOT_FOUND
+    server_error: ClassVar[ServerErrorCode] = ServerErrorCode.TransactionCoordinatorNotFound
 
 
 class InvalidTxnStatus(TxnError):
-    server_error: ClassVar[int] = INVALID_TXN_STATUS
+    server_error: ClassVar[ServerErrorCode] = ServerErrorCode.InvalidTxnStatus
 
 
 class TransactionConflict(TxnError):
-    server_error: ClassVar[int] = TRANSACTION_CONFLICT
+    server_error: ClassVar[ServerErrorCode] = ServerErrorCode.TransactionConflict
 
 
 class TransactionNotFound(TxnError):
-    server_error: ClassVar[int] = TRANSACTION_NOT_FOUND
+    server_error: ClassVar[ServerErrorCode] = ServerErrorCode.TransactionNotFound
 
 
 class TxnParticipants(Protocol):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
 from magnetar.broker.authorization import AuthAction
-from magnetar.broker.errors import AUTHENTICATION_ERROR, AuthenticationError, AuthorizationError
+from magnetar.broker.errors import AuthenticationError, AuthorizationError
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.server.auth.context import SecurityContext
 from magnetar.server.auth.provider import Credentials, Identity
@@ -64,7 +64,8 @@ class ConnectionAuth:
         try:
             self.identity = authn.authenticate(method, Credentials(data, self._peer_certificate), conn.remote_address)
         except AuthenticationError as exc:
-            error = proto.commands.error(NO_REQUEST_ID, AUTHENTICATION_ERROR, CONNECT_FAILURE_MESSAGE)
+            error = proto.commands.error(
+                NO_REQUEST_ID, proto.ServerErrorCode.AuthenticationError, CONNECT_FAILURE_MESSAGE)
             conn.send_frame(proto.encode_command(error))
             raise AuthenticationRefused(f"authentication failed: {exc}") from None
         self._supports_refresh = c.feature_flags.supports_auth_refresh

@@ -163,8 +163,9 @@ async def _answer_when_durable(conn: ServerConnection, req: proto.pb.CommandAck,
     try:
         await sub.cursor.flush()
     except ManagedLedgerError as exc:
-        answer = proto.commands.ack_response(
-            req.consumer_id, req.request_id, code=proto.pb.PersistenceError, message=f"ack not persisted: {exc}")
+        answer = proto.commands.ack_response(req.consumer_id, req.request_id,
+                                             code=proto.ServerErrorCode.PersistenceError,
+                                             message=f"ack not persisted: {exc}")
     else:
         answer = proto.commands.ack_response(req.consumer_id, req.request_id)
     conn.send_frame(proto.encode_command(answer))

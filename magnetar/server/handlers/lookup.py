@@ -11,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
-from magnetar.broker.errors import TOPIC_NOT_FOUND, BrokerError
+from magnetar.broker.errors import BrokerError
 from magnetar.broker.listeners import listener_urls
 from magnetar.broker.names import NamespaceName, TopicName
 
@@ -67,7 +67,7 @@ async def on_lookup(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memory
         listener = listener_urls(config.advertised_listeners, config.internal_listener_name,
                                  req.advertised_listener_name or None)
     except BrokerError as exc:
-        code = exc.server_error if exc.server_error else TOPIC_NOT_FOUND
+        code = exc.server_error if exc.server_error else proto.ServerErrorCode.TopicNotFound
         conn.send_frame(proto.encode_command(proto.commands.lookup_failure(req.request_id, code, str(exc))))
         return
     url, tls_url = conn.auth.lookup_urls(broker_host(conn), conn.local_address[1])

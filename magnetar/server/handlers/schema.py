@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
 from magnetar.broker.authorization import AuthAction
-from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError
+from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
 from magnetar.broker.schema import SchemaInfo, StoredSchema, version_bytes
 from magnetar.broker.schema.types import version_of
@@ -43,7 +43,7 @@ def topic_idle(topic: PersistentTopic) -> bool:
 
 
 def _code(exc: BrokerError) -> int:
-    return int(getattr(exc, "server_error", UNKNOWN_ERROR))
+    return int(getattr(exc, "server_error", proto.ServerErrorCode.UnknownError))
 
 
 async def on_get_schema(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.errors import UNKNOWN_ERROR, BrokerError, ConsumerNotFound, NotAllowed, ServiceNotReady
+from magnetar.broker.errors import BrokerError, ConsumerNotFound, NotAllowed, ServiceNotReady
 from magnetar.broker.subscription import ACK_CUMULATIVE, Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnAction, TxnId
@@ -35,7 +35,7 @@ DISABLED = "Transactions are not enabled on this broker (transactionCoordinatorE
 
 
 def _code(exc: BrokerError) -> int:
-    return int(getattr(exc, "server_error", UNKNOWN_ERROR))
+    return int(getattr(exc, "server_error", proto.ServerErrorCode.UnknownError))
 
 
 # ---- SEND -------------------------------------------------------------------------------------------------

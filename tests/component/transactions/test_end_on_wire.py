@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from magnetar import protocol as proto
-from magnetar.broker.transactions.api import INVALID_TXN_STATUS, TxnAction, TxnId
+from magnetar.broker.transactions.api import TxnAction, TxnId
+from magnetar.protocol.server_errors import ServerErrorCode
 from magnetar.server.standalone import Standalone
 from tests.component.transactions.helpers import Producer, ack, nothing_more, received, subscribe
 from tests.component.wire import T, WirePeer
@@ -67,7 +68,7 @@ async def test_end_on_partition_over_the_wire(standalone: Standalone, registry: 
     assert not (await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)).HasField("error")
     assert standalone.broker.topics[TOPIC].ledger.number_of_entries() == entries
     peer.send(end_on_partition(txn, TxnAction.ABORT, 4))  # crossed: refused, the commit stands
-    assert (await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)).error == INVALID_TXN_STATUS
+    assert (await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)).error == ServerErrorCode.InvalidTxnStatus
     peer.send(end_on_partition(txn, TxnAction.COMMIT, 5, topic="persistent://public/default/never-was"))
     assert not (await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)).HasField("error")  # nothing waits there
     peer.send(end_on_partition(txn, TxnAction.COMMIT, 6, topic="not a topic://x"))

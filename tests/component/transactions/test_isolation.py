@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from magnetar import protocol as proto
-from magnetar.broker.transactions.api import INVALID_TXN_STATUS, TRANSACTION_NOT_FOUND, TxnAction, TxnId
+from magnetar.broker.transactions.api import TxnAction, TxnId
+from magnetar.protocol.server_errors import ServerErrorCode
 from magnetar.server.standalone import Standalone
 from tests.component.transactions.helpers import Producer, nothing_more, received, subscribe
 from tests.component.wire import T, WirePeer
@@ -98,14 +99,14 @@ async def test_refused_sends_leave_nothing_and_the_connection_usable(
     producer = await Producer.create(peer, TOPIC)
     unknown = TxnId(0, 999)
     reply = await producer.send(b"x", unknown)
-    assert reply.type == T.SEND_ERROR and reply.send_error.error == TRANSACTION_NOT_FOUND
+    assert reply.type == T.SEND_ERROR and reply.send_error.error == ServerErrorCode.TransactionNotFound
     not_registered = registry.new_txn()
     reply = await producer.send(b"y", not_registered)
     assert reply.type == T.SEND_ERROR
     ended = await open_txn(registry, TOPIC)
     await registry.end(standalone.broker.txn_participants, ended, TxnAction.COMMIT)
     reply = await producer.send(b"z", ended)
-    assert reply.type == T.SEND_ERROR and reply.send_error.error == INVALID_TXN_STATUS
+    assert reply.type == T.SEND_ERROR and reply.send_error.error == ServerErrorCode.InvalidTxnStatus
     assert (await producer.send(b"fine")).type == T.SEND_RECEIPT
     topic = standalone.broker.topics[TOPIC]
     assert topic.txn is not None and topic.txn.buffer.max_read_position() is None  # nothing left open

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from magnetar import protocol as proto
-from magnetar.broker.transactions.api import TRANSACTION_CONFLICT, TRANSACTION_NOT_FOUND, TxnAction, TxnId
+from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.ledger.api import Position
 from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.protocol.server_errors import ServerErrorCode
 from magnetar.server.standalone import Standalone
 from magnetar.storage.memory import MemoryLedgerStore
 from tests.component.transactions.helpers import (
@@ -80,12 +81,12 @@ async def test_the_same_message_in_two_txns_conflicts(standalone: Standalone, re
     first, second = acking_txn(registry), acking_txn(registry)
     assert not (await ack(consumer, 7, id0, first, 1)).HasField("error")
     refused = await ack(consumer, 7, id0, second, 2)
-    assert refused.error == TRANSACTION_CONFLICT and "in pending ack status" in refused.message
+    assert refused.error == ServerErrorCode.TransactionConflict and "in pending ack status" in refused.message
     assert refused.txnid_least_bits == second.least
     assert not (await ack(consumer, 7, id1, second, 3)).HasField("error")  # the connection is still usable
     await registry.end(standalone.broker.txn_participants, first, TxnAction.COMMIT)
     late = await ack(consumer, 7, id0, second, 4)
-    assert late.error == TRANSACTION_CONFLICT and "already acked before" in late.message
+    assert late.error == ServerErrorCode.TransactionConflict and "already acked before" in late.message
     await consumer.close()
 
 
@@ -102,7 +103,7 @@ async def test_cumulative_ack_rules(standalone: Standalone, registry: FakeRegist
     ids = [mid for _, mid in await received(exclusive, 3)]
     first, second = acking_txn(registry, "excl"), acking_txn(registry, "excl")
     assert not (await ack(exclusive, 8, ids[1], first, 2, cumulative=True)).HasField("error")
-    assert (await ack(exclusive, 8, ids[2], second, 3, cumulative=True)).error == TRANSACTION_CONFLICT
+    assert (await ack(exclusive, 8, ids[2], second, 3, cumulative=True)).error == ServerErrorCode.TransactionConflict
     sub = standalone.broker.topics[TOPIC].subscriptions["excl"]
     await registry.end(standalone.broker.txn_participants, first, TxnAction.COMMIT)
     assert sub.cursor.mark_delete_position.entry_id == proto.ids.signed(ids[1].entryId)
@@ -115,7 +116,7 @@ async def test_unknown_or_unregistered_txn_acks_are_refused(standalone: Standalo
     consumer = await WirePeer.connect(standalone.broker_port)
     await subscribe(consumer, TOPIC, sub_type=SHARED)
     [(_, id0)] = await received(consumer, 1)
-    assert (await ack(consumer, 7, id0, TxnId(0, 4242), 1)).error == TRANSACTION_NOT_FOUND
+    assert (await ack(consumer, 7, id0, TxnId(0, 4242), 1)).error == ServerErrorCode.TransactionNotFound
     unregistered = registry.new_txn()
     assert (await ack(consumer, 7, id0, unregistered, 2)).HasField("error")
     topic = standalone.broker.topics[TOPIC]
