@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from magnetar.audit_cli import audit_data_dir  # noqa: E402
+from magnetar.cli.admin.audit import audit_data_dir  # noqa: E402
 from magnetar.ledger.api import LedgerSummary  # noqa: E402
 from magnetar.ledger.formats import LedgerRecord, encode_ledger, ledger_key  # noqa: E402
 from magnetar.metadata.sqlite import SqliteMetadataStore  # noqa: E402

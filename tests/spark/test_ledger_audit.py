@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from magnetar import cli
-from magnetar.audit_cli import audit_data_dir
+from magnetar.cli.admin.audit import audit_data_dir
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.sqlite import SqliteMetadataStore

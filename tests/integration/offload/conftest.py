@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from magnetar import admin_cli
+from magnetar.cli import admin as admin_cli
 from tests import s3_server
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess

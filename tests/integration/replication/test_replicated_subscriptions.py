@@ -17,7 +17,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from magnetar.admin_cli import main as admin_main
+from magnetar.cli.admin import main as admin_main
 from tests.integration.admin.http import call
 from tests.integration.replication.geo import Clusters, assert_nothing_more, wait_until
 

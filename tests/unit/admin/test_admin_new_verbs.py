@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from magnetar.admin_cli import Call, add_admin_parser
-from magnetar.admin_messages import format_message, hex_dump
+from magnetar.cli.admin import add_admin_parser
+from magnetar.cli.admin.base import Call
+from magnetar.cli.admin.messages import format_message, hex_dump
 from magnetar.protocol import pb
 from magnetar.protocol.batch import build_batch
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar import admin_cli
 from magnetar.broker import errors
 from magnetar.broker.stats import RateTracker
+from magnetar.cli.admin import base as admin_cli
 from magnetar.server.admin.routes import status_of
 
 
@@ -57,13 +57,13 @@ def test_two_readers_do_not_interfere() -> None:
 
 
 def test_cli_values_like_pulsar_admin() -> None:
-    assert admin_cli._amount("2h", admin_cli._UNITS_MIN, "time") == 120
-    assert admin_cli._amount("1G", admin_cli._UNITS_MB, "size") == 1024
-    assert admin_cli._amount("-1", admin_cli._UNITS_MB, "size") == -1
+    assert admin_cli.amount("2h", admin_cli.UNITS_MIN, "time") == 120
+    assert admin_cli.amount("1G", admin_cli.UNITS_MB, "size") == 1024
+    assert admin_cli.amount("-1", admin_cli.UNITS_MB, "size") == -1
     assert admin_cli.message_id("3:4") == {"ledgerId": 3, "entryId": 4, "partitionIndex": -1}
     assert admin_cli.topic_path("t") == "/admin/v2/persistent/public/default/t"
     with pytest.raises(admin_cli.UsageError):
-        admin_cli._amount("soon", admin_cli._UNITS_S, "time")
+        admin_cli.amount("soon", admin_cli.UNITS_S, "time")
     with pytest.raises(admin_cli.UsageError):
         admin_cli.topic_path("a/b")
 

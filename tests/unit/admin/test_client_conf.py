@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.admin_conn import DEFAULT_ADMIN_URL, add_connection_options, connection_from_args
+from magnetar.cli.admin.connection import DEFAULT_ADMIN_URL, add_connection_options, connection_from_args
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from magnetar.cli import main
+from magnetar.cli.tokens import relative_seconds
 from magnetar.client.auth import AuthenticationToken, from_plugin
 from magnetar.client.errors import InvalidConfiguration
-from magnetar.tokens_cli import relative_seconds
 
 PLUGIN = "org.apache.pulsar.client.impl.auth."
 

@@ -7,18 +7,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from magnetar.admin_cli import (
-    _UNITS_BYTES,
-    _UNITS_S,
+from magnetar.cli.admin.base import (
     NS,
     TOPIC,
+    UNITS_BYTES,
+    UNITS_S,
     Call,
     Spec,
     UsageError,
     Verb,
-    _amount,
-    _retention,
+    amount,
     ns_path,
+    retention_body,
     topic_path,
 )
 
@@ -41,8 +41,8 @@ def _switch(a: argparse.Namespace) -> bool:
 
 
 def _quota(a: argparse.Namespace) -> dict[str, Any]:
-    return {"limitSize": _amount(a.limit, _UNITS_BYTES, "limit"),
-            "limitTime": _amount(a.limitTime, _UNITS_S, "limitTime"), "policy": a.policy.lower()}
+    return {"limitSize": amount(a.limit, UNITS_BYTES, "limit"),
+            "limitTime": amount(a.limitTime, UNITS_S, "limitTime"), "policy": a.policy.lower()}
 
 
 def _level_verbs(group: str, spec: Spec, path: Any) -> list[Verb]:
@@ -81,7 +81,7 @@ def policy_verbs() -> list[Verb]:
         Verb("namespaces", ("unload",), (NS,), lambda a: Call("PUT", ns(a) + "/unload"),
              "unload every loaded topic of the namespace"),
         Verb("topics", ("set-retention",), (TOPIC, *RETENTION), lambda a: Call("POST", tp(a) + "/retention",
-                                                                             _retention(a)), "set retention"),
+                                                                             retention_body(a)), "set retention"),
         Verb("topics", ("get-retention",), (TOPIC,), lambda a: Call("GET", tp(a) + "/retention"), "get retention"),
         Verb("topics", ("remove-retention",), (TOPIC,), lambda a: Call("DELETE", tp(a) + "/retention"),
              "remove retention"),

@@ -11,9 +11,9 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from magnetar.admin_cli import FORCE, NS, TOPIC, Call, UsageError, Verb, ns_path
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
+from magnetar.cli.admin.base import FORCE, NS, TOPIC, Call, UsageError, Verb, ns_path
 
 
 def schema_path(name: str) -> str:

@@ -1,5 +1,8 @@
-"""The ``magnetar`` command line: ``magnetar standalone``, ``magnetar admin``, ``magnetar perf``,
-``magnetar tokens``, ``magnetar spark`` (more verbs join as their issues land)."""
+"""``magnetar standalone``: one broker process with embedded storage and metadata.
+
+Its flags (``--data-dir``, ports, ``--config``, ``--set KEY=VALUE``), the settings they compose (through
+``config``, the only reader of files and the environment), the process-wide tuning a broker wants, and the run.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +12,14 @@ import dataclasses
 import gc
 import logging
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from pathlib import Path
 
-from magnetar import __version__
-from magnetar.admin_cli import add_admin_parser, run_admin
 from magnetar.client.remote import RemoteProducers
 from magnetar.config import ConfigError, build_settings, parse_overrides, port_number, read_file
-from magnetar.perf import add_perf_parser, run_perf
 from magnetar.server.standalone import StandaloneSettings, StartupError, run_standalone
-from magnetar.spark_cli import add_spark_parser, run_spark
-from magnetar.tokens_cli import add_tokens_parser, run_tokens
+
+__all__ = ["add_standalone_parser", "run_standalone_command"]
 
 
 def _port(text: str) -> int:
@@ -29,10 +29,7 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="magnetar", description="A broker that speaks Pulsar's protocol.")
-    parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
-    verbs = parser.add_subparsers(dest="verb", required=True)
+def add_standalone_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sa = verbs.add_parser("standalone", help="run one broker with embedded storage and metadata")
     sa.add_argument("--data-dir", type=Path, default=Path("data"), help="where data lives (default ./data)")
     sa.add_argument("--broker-port", type=_port, default=None,
@@ -44,11 +41,6 @@ def _parser() -> argparse.ArgumentParser:
     sa.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting by its broker.conf name, e.g. --set journalSyncData=false")
     sa.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    add_admin_parser(verbs)
-    add_perf_parser(verbs)
-    add_tokens_parser(verbs)
-    add_spark_parser(verbs)
-    return parser
 
 
 def _standalone_settings(args: argparse.Namespace) -> StandaloneSettings:
@@ -83,36 +75,22 @@ def _run(main_coroutine: Coroutine[object, object, None]) -> None:
         uvloop.run(main_coroutine)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.verb == "admin":
-        return run_admin(args)
-    if args.verb == "perf":
-        return run_perf(args)
-    if args.verb == "tokens":
-        return run_tokens(args)
-    if args.verb == "spark":
-        return run_spark(args)
+def run_standalone_command(args: argparse.Namespace) -> int:
+    """0 after a clean shutdown, 1 when the broker cannot start, 2 on bad settings."""
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if args.verb == "standalone":
-        try:
-            settings = _standalone_settings(args)
-        except ConfigError as exc:
-            print(f"magnetar: {exc}", file=sys.stderr)
-            return 2
-        _tune_gc()
-        try:
-            _run(run_standalone(settings, RemoteProducers()))
-        except StartupError as exc:
-            print(f"magnetar: cannot start: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        settings = _standalone_settings(args)
+    except ConfigError as exc:
+        print(f"magnetar: {exc}", file=sys.stderr)
+        return 2
+    _tune_gc()
+    try:
+        _run(run_standalone(settings, RemoteProducers()))
+    except StartupError as exc:
+        print(f"magnetar: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return 0

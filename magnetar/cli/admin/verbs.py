@@ -1,160 +1,55 @@
-"""``magnetar admin ...``: the common ``pulsar-admin`` verbs, over the admin HTTP API at ``--admin-url``.
-
-Groups and verbs keep pulsar-admin's names and flags (``topics create-partitioned-topic -p 4 NAME``,
-``namespaces set-retention --time 1h --size 1G NS``...). Lists print one item a line and objects as indented
-JSON, as pulsar-admin does. Exit codes: 0 done, 1 refused by the broker or unreachable, 2 bad usage.
-Plain ``urllib``: no client library, one request per verb.
-"""
+"""The common ``pulsar-admin`` verbs of ``magnetar admin``: clusters, tenants, namespaces (and their retention,
+TTL, compaction, replication, auto-creation, offload and permission policies), topics, subscriptions, offload,
+compaction, replicated subscriptions, transactions and PIP-186's ledger verbs. Each verb builds its HTTP
+call(s) from its arguments; ``base`` sends them."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
-import sys
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
-from magnetar.admin_conn import AdminConnection, ConnectionSettingsError, add_connection_options, connection_from_args
-from magnetar.admin_messages import format_message
-from magnetar.audit_cli import add_audit_parser
-from magnetar.broker.errors import BrokerError
-from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.cli.admin.base import (
+    CLUSTERS,
+    FORCE,
+    NAME,
+    NS,
+    PARTS,
+    ROLES,
+    SUB,
+    TENANT,
+    TOPIC,
+    UNITS_BYTES,
+    UNITS_MS,
+    UNITS_S,
+    Build,
+    Call,
+    HttpError,
+    Spec,
+    UsageError,
+    Verb,
+    amount,
+    force,
+    message_id,
+    ns_path,
+    q,
+    request,
+    retention_body,
+    split_list,
+    topic_path,
+)
 
-TIMEOUT_S = 30.0
-RESPONSE_BYTES_MAX = 64 * 1024 * 1024
-_UNITS_MIN = {"m": 1, "h": 60, "d": 1440, "w": 10080, "y": 525600}
-_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_UNITS_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
-_UNITS_BYTES = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+PEEK_MAX = 1000
 #: offload-status --wait polls this often, at most this many times
 OFFLOAD_POLL_S = 1.0
 OFFLOAD_POLLS_MAX = 3600
 
 
-class UsageError(Exception):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    method: str
-    path: str
-    body: Any = None
-    query: dict[str, str] | None = None
-    raw: bool = False  # the answer is bytes (peek), not JSON
-
-
-@dataclass(frozen=True, slots=True)
-class HttpError(Exception):
-    status: int
-    reason: str
-
-
-def _request(conn: AdminConnection, call: Call) -> tuple[int, bytes, dict[str, str]]:
-    url = conn.url.rstrip("/") + call.path
-    if call.query:
-        url += "?" + urllib.parse.urlencode(call.query)
-    data = json.dumps(call.body).encode() if call.body is not None else None
-    req = urllib.request.Request(url, data=data, method=call.method, headers=conn.headers)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=conn.context) as resp:
-            return resp.status, resp.read(RESPONSE_BYTES_MAX), dict(resp.headers.items())
-    except urllib.error.HTTPError as exc:
-        body = exc.read(RESPONSE_BYTES_MAX)
-        try:
-            reason = str(json.loads(body).get("reason", body.decode(errors="replace")))
-        except (ValueError, AttributeError):
-            reason = body.decode(errors="replace") or exc.reason
-        raise HttpError(exc.code, reason) from None
-
-
-# ---- names and values --------------------------------------------------------------------------------
-
-
-def topic_path(name: str) -> str:
-    try:
-        t = TopicName.parse(name)
-    except BrokerError as exc:
-        raise UsageError(str(exc)) from exc
-    return f"/admin/v2/{t.domain}/{t.tenant}/{t.namespace}/{urllib.parse.quote(t.local_name, safe='')}"
-
-
-def ns_path(name: str) -> str:
-    try:
-        ns = NamespaceName.parse(name)
-    except BrokerError as exc:
-        raise UsageError(str(exc)) from exc
-    return f"/admin/v2/namespaces/{ns.tenant}/{ns.namespace}"
-
-
-def _amount(text: str, units: Mapping[str, float], what: str) -> int:
-    match = re.fullmatch(r"(-?\d+)([A-Za-z]?)", text.strip())
-    if match is None or (match.group(2) and match.group(2).lower() not in units):
-        raise UsageError(f"Invalid {what}: {text!r}")
-    value = int(match.group(1))
-    if value < 0:
-        return -1
-    factor = units[match.group(2).lower()] if match.group(2) else next(iter(units.values()))
-    return int(value * factor)
-
-
-def message_id(text: str) -> dict[str, int]:
-    if text == "latest":
-        return {"ledgerId": 2**63 - 1, "entryId": 2**63 - 1, "partitionIndex": -1}
-    if text == "earliest":
-        return {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
-    match = re.fullmatch(r"(-?\d+):(-?\d+)(?::(-?\d+))?", text)
-    if match is None:
-        raise UsageError(f"Invalid message id {text!r}: use latest, earliest or ledgerId:entryId")
-    return {"ledgerId": int(match.group(1)), "entryId": int(match.group(2)),
-            "partitionIndex": int(match.group(3) or -1)}
-
-
-def _force(args: argparse.Namespace) -> dict[str, str]:
-    return {"force": "true"} if args.force else {}
-
-
-# ---- verbs: each builds one Call from its arguments ----------------------------------------------------
-
-Spec = tuple[tuple[str, ...], dict[str, Any]]
-Build = Callable[[argparse.Namespace], "Call | list[Call]"]
-PEEK_MAX = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Verb:
-    group: str
-    names: tuple[str, ...]
-    specs: tuple[Spec, ...]
-    build: Build
-    help: str
-
-
-NAME: Spec = (("name",), {})
-TOPIC: Spec = (("topic",), {"help": "topic name: persistent://tenant/ns/t, tenant/ns/t or t"})
-NS: Spec = (("namespace",), {"help": "tenant/namespace"})
-TENANT: Spec = (("tenant",), {})
-FORCE: Spec = (("-f", "--force"), {"action": "store_true"})
-SUB: Spec = (("-s", "--subscription"), {"required": True})
-PARTS: Spec = (("-p", "--partitions"), {"type": int, "required": True})
-ROLES: Spec = (("-r", "--admin-roles"), {"default": ""})
-CLUSTERS: Spec = (("-c", "--allowed-clusters"), {"default": ""})
-
-
-def _split(text: str) -> list[str]:
-    return [x for x in text.split(",") if x]
-
-
 def _tenant_body(a: argparse.Namespace) -> dict[str, list[str]]:
-    return {"adminRoles": _split(a.admin_roles), "allowedClusters": _split(a.allowed_clusters) or ["standalone"]}
+    return {"adminRoles": split_list(a.admin_roles),
+            "allowedClusters": split_list(a.allowed_clusters) or ["standalone"]}
 
 
 CLUSTER_URLS: tuple[Spec, ...] = (
@@ -172,11 +67,6 @@ def _cluster(a: argparse.Namespace, method: str) -> Call:
                 {k: v for k, v in body.items() if v})
 
 
-def _retention(a: argparse.Namespace) -> dict[str, int]:
-    return {"retentionTimeInMinutes": _amount(a.time, _UNITS_MIN, "retention time"),
-            "retentionSizeInMB": _amount(a.size, _UNITS_MB, "retention size")}
-
-
 def _auto_topic(a: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {"allowAutoTopicCreation": a.enable and not a.disable, "topicType": a.type}
     if a.type == "partitioned":
@@ -190,7 +80,7 @@ def _reset(a: argparse.Namespace) -> Call:
         return Call("POST", base, message_id(a.messageId))
     if a.time is None:
         raise UsageError("reset-cursor needs --time or --messageId")
-    return Call("POST", f"{base}/{max(0, _now_ms() - _amount(a.time, _UNITS_S, 'time') * 1000)}")
+    return Call("POST", f"{base}/{max(0, _now_ms() - amount(a.time, UNITS_S, 'time') * 1000)}")
 
 
 def _peek(a: argparse.Namespace) -> list[Call]:
@@ -233,14 +123,14 @@ def _subscription_verbs(group: str) -> list[Verb]:
              (TOPIC, SUB, (("-m", "--messageId"), {"default": "latest"})),
              lambda a: Call("PUT", _sub(a), message_id(a.messageId)), "create a subscription"),
         Verb(g, ("unsubscribe", "delete") if short else ("unsubscribe",), (TOPIC, SUB, FORCE),
-             lambda a: Call("DELETE", _sub(a), query=_force(a)), "delete a subscription"),
+             lambda a: Call("DELETE", _sub(a), query=force(a)), "delete a subscription"),
         Verb(g, ("skip",), (TOPIC, SUB, (("-n", "--count"), {"type": int, "required": True})),
              lambda a: Call("POST", _sub(a, f"/skip/{a.count}")), "skip n messages"),
         Verb(g, ("clear-backlog",), (TOPIC, SUB), lambda a: Call("POST", _sub(a, "/skip_all")), "skip everything"),
         Verb(g, ("reset-cursor",), (TOPIC, SUB, (("-t", "--time"), {}), (("-m", "--messageId"), {})), _reset,
              "reset the cursor to a time ago (-t 10m) or to a message id (-m L:E)"),
         Verb(g, ("expire-messages",), (TOPIC, SUB, (("-t", "--expireTime"), {"required": True})),
-             lambda a: Call("POST", _sub(a, f"/expireMessages/{_amount(a.expireTime, _UNITS_S, 'time')}")),
+             lambda a: Call("POST", _sub(a, f"/expireMessages/{amount(a.expireTime, UNITS_S, 'time')}")),
              "expire messages older than the time"),
         Verb(g, ("peek-messages", "peek") if short else ("peek-messages",), (TOPIC, SUB, peek_n), _peek,
              "peek the first unacknowledged messages"),
@@ -277,8 +167,8 @@ def _offload(a: argparse.Namespace) -> Call:
     """pulsar-admin's rule: keep the newest ``--size-threshold`` bytes, offload the ledgers before them."""
     from magnetar.broker.offload.policy import threshold_message_id
 
-    threshold = _amount(a.size_threshold, _UNITS_BYTES, "size threshold")
-    _, body, _ = _request(a.admin_conn, Call("GET", topic_path(a.topic) + "/internalStats"))
+    threshold = amount(a.size_threshold, UNITS_BYTES, "size threshold")
+    _, body, _ = request(a.admin_conn, Call("GET", topic_path(a.topic) + "/internalStats"))
     ledgers = [(int(x["ledgerId"]), int(x["size"])) for x in json.loads(body).get("ledgers", [])]
     until = threshold_message_id(ledgers, threshold)
     if until is None:
@@ -292,7 +182,7 @@ def _offload_status(a: argparse.Namespace) -> list[Call]:
     import time
 
     for _ in range(OFFLOAD_POLLS_MAX if a.wait_complete else 1):
-        _, body, _ = _request(a.admin_conn, Call("GET", topic_path(a.topic) + "/offload"))
+        _, body, _ = request(a.admin_conn, Call("GET", topic_path(a.topic) + "/offload"))
         status = json.loads(body)
         if status.get("status") != "RUNNING" or not a.wait_complete:
             break
@@ -330,7 +220,7 @@ def _coordinator_verbs() -> list[Verb]:
              "metadata of one transaction"),
         Verb("transactions", ("slow-transactions",), (
             (("-t", "--time"), {"required": True, "help": "open longer than this (e.g. 30s, 5m)"}), tc),
-             lambda a: Call("GET", f"{base}/slowTransactions/{_amount(a.time, _UNITS_S, 'time') * 1000}",
+             lambda a: Call("GET", f"{base}/slowTransactions/{amount(a.time, UNITS_S, 'time') * 1000}",
                             query=which(a)),
              "transactions open longer than --time"),
     ]
@@ -349,31 +239,27 @@ def _permission_verbs() -> list[Verb]:
         Verb("namespaces", ("permissions",), (NS,), lambda a: Call("GET", perms(ns_path(a.namespace))),
              "the namespace's permissions by role"),
         Verb("namespaces", ("grant-permission",), (NS, role, actions),
-             lambda a: Call("POST", f"{perms(ns_path(a.namespace))}/{_q(a.role)}", _split(a.actions)),
+             lambda a: Call("POST", f"{perms(ns_path(a.namespace))}/{q(a.role)}", split_list(a.actions)),
              "grant actions on the namespace to a role"),
         Verb("namespaces", ("revoke-permission",), (NS, role),
-             lambda a: Call("DELETE", f"{perms(ns_path(a.namespace))}/{_q(a.role)}"), "revoke a role's permissions"),
+             lambda a: Call("DELETE", f"{perms(ns_path(a.namespace))}/{q(a.role)}"), "revoke a role's permissions"),
         Verb("namespaces", ("permissions-subscription",), (NS,),
              lambda a: Call("GET", perms(ns_path(a.namespace)) + "/subscription"), "roles per restricted subscription"),
         Verb("namespaces", ("grant-subscription-permission",), (NS, sub, roles),
-             lambda a: Call("POST", f"{perms(ns_path(a.namespace))}/subscription/{_q(a.subscription)}",
-                            _split(a.roles)), "allow roles on a subscription"),
+             lambda a: Call("POST", f"{perms(ns_path(a.namespace))}/subscription/{q(a.subscription)}",
+                            split_list(a.roles)), "allow roles on a subscription"),
         Verb("namespaces", ("revoke-subscription-permission",), (NS, sub, role),
-             lambda a: Call("DELETE", f"{perms(ns_path(a.namespace))}/{_q(a.subscription)}/{_q(a.role)}"),
+             lambda a: Call("DELETE", f"{perms(ns_path(a.namespace))}/{q(a.subscription)}/{q(a.role)}"),
              "remove a role from a subscription"),
         Verb("topics", ("permissions",), (TOPIC,), lambda a: Call("GET", perms(topic_path(a.topic))),
              "the topic's permissions (with the namespace's)"),
         Verb("topics", ("grant-permission",), (TOPIC, role, actions),
-             lambda a: Call("POST", f"{perms(topic_path(a.topic))}/{_q(a.role)}", _split(a.actions)),
+             lambda a: Call("POST", f"{perms(topic_path(a.topic))}/{q(a.role)}", split_list(a.actions)),
              "grant actions on the topic to a role"),
         Verb("topics", ("revoke-permission",), (TOPIC, role),
-             lambda a: Call("DELETE", f"{perms(topic_path(a.topic))}/{_q(a.role)}"),
+             lambda a: Call("DELETE", f"{perms(topic_path(a.topic))}/{q(a.role)}"),
              "revoke a role's topic permissions"),
     ]
-
-
-def _q(segment: str) -> str:
-    return urllib.parse.quote(segment, safe="")
 
 
 def _t(suffix: str, method: str = "GET") -> Build:
@@ -394,34 +280,34 @@ VERBS: list[Verb] = [
     Verb("tenants", ("update",), (TENANT, ROLES, CLUSTERS),
          lambda a: Call("POST", f"/admin/v2/tenants/{a.tenant}", _tenant_body(a)), "update a tenant"),
     Verb("tenants", ("delete",), (TENANT, FORCE),
-         lambda a: Call("DELETE", f"/admin/v2/tenants/{a.tenant}", query=_force(a)), "delete a tenant"),
+         lambda a: Call("DELETE", f"/admin/v2/tenants/{a.tenant}", query=force(a)), "delete a tenant"),
     Verb("namespaces", ("list",), (TENANT,), lambda a: Call("GET", f"/admin/v2/namespaces/{a.tenant}"),
          "list a tenant's namespaces"),
     Verb("namespaces", ("create",), (NS,), lambda a: Call("PUT", ns_path(a.namespace)), "create a namespace"),
-    Verb("namespaces", ("delete",), (NS, FORCE), lambda a: Call("DELETE", ns_path(a.namespace), query=_force(a)),
+    Verb("namespaces", ("delete",), (NS, FORCE), lambda a: Call("DELETE", ns_path(a.namespace), query=force(a)),
          "delete a namespace"),
     Verb("namespaces", ("policies",), (NS,), lambda a: Call("GET", ns_path(a.namespace)), "get the policies"),
     Verb("namespaces", ("topics",), (NS,), lambda a: Call("GET", ns_path(a.namespace) + "/topics"), "list topics"),
     *_policy_verbs("retention", "/retention", ((("-t", "--time"), {"required": True}),
-                                               (("-s", "--size"), {"required": True})), _retention),
+                                               (("-s", "--size"), {"required": True})), retention_body),
     *_policy_verbs("message-ttl", "/messageTTL", ((("-ttl", "--messageTTL"), {"type": int, "required": True}),),
                    lambda a: a.messageTTL),
     *_policy_verbs("compaction-threshold", "/compactionThreshold",
                    ((("-t", "--threshold"), {"required": True}),),
-                   lambda a: _amount(a.threshold, _UNITS_BYTES, "size"), "PUT"),
+                   lambda a: amount(a.threshold, UNITS_BYTES, "size"), "PUT"),
     *_policy_verbs("clusters", "/replication", ((("-c", "--clusters"), {"required": True}),),
-                   lambda a: _split(a.clusters)),
+                   lambda a: split_list(a.clusters)),
     *_policy_verbs("auto-topic-creation", "/autoTopicCreation", (
         (("-e", "--enable"), {"action": "store_true"}), (("-d", "--disable"), {"action": "store_true"}),
         (("-t", "--type"), {"default": "non-partitioned", "choices": ["partitioned", "non-partitioned"]}),
         (("-n", "--num-partitions"), {"type": int, "default": 1})), _auto_topic),
     Verb("namespaces", ("set-offload-threshold",), (NS, (("-s", "--size"), {"required": True})),
          lambda a: Call("PUT", ns_path(a.namespace) + "/offloadThreshold",
-                        _amount(a.size, _UNITS_BYTES, "size")), "bytes kept on local disk before offload (-1 off)"),
+                        amount(a.size, UNITS_BYTES, "size")), "bytes kept on local disk before offload (-1 off)"),
     Verb("namespaces", ("get-offload-threshold",), (NS,),
          lambda a: Call("GET", ns_path(a.namespace) + "/offloadThreshold"), "get the offload threshold"),
     Verb("namespaces", ("set-offload-deletion-lag",), (NS, (("-l", "--lag"), {"required": True})),
-         lambda a: Call("PUT", ns_path(a.namespace) + "/offloadDeletionLagMs", _amount(a.lag, _UNITS_MS, "lag")),
+         lambda a: Call("PUT", ns_path(a.namespace) + "/offloadDeletionLagMs", amount(a.lag, UNITS_MS, "lag")),
          "how long after offload the local copy is deleted (10m, 4h...)"),
     Verb("namespaces", ("get-offload-deletion-lag",), (NS,),
          lambda a: Call("GET", ns_path(a.namespace) + "/offloadDeletionLagMs"), "get the offload deletion lag"),
@@ -438,10 +324,10 @@ VERBS: list[Verb] = [
     Verb("topics", ("update-partitioned-topic",), (TOPIC, PARTS),
          lambda a: Call("POST", topic_path(a.topic) + "/partitions", a.partitions), "increase the partitions"),
     Verb("topics", ("get-partitioned-topic-metadata",), (TOPIC,), _t("/partitions"), "the partition count"),
-    Verb("topics", ("delete",), (TOPIC, FORCE), lambda a: Call("DELETE", topic_path(a.topic), query=_force(a)),
+    Verb("topics", ("delete",), (TOPIC, FORCE), lambda a: Call("DELETE", topic_path(a.topic), query=force(a)),
          "delete a topic"),
     Verb("topics", ("delete-partitioned-topic",), (TOPIC, FORCE),
-         lambda a: Call("DELETE", topic_path(a.topic) + "/partitions", query=_force(a)), "delete a partitioned topic"),
+         lambda a: Call("DELETE", topic_path(a.topic) + "/partitions", query=force(a)), "delete a partitioned topic"),
     Verb("topics", ("stats",), (TOPIC,), _t("/stats"), "topic stats"),
     Verb("topics", ("stats-internal", "internal-stats"), (TOPIC,), _t("/internalStats"), "internal stats"),
     Verb("topics", ("partitioned-stats",), (TOPIC, (("--per-partition",), {"action": "store_true"})),
@@ -452,7 +338,7 @@ VERBS: list[Verb] = [
     Verb("topics", ("last-message-id",), (TOPIC,), _t("/lastMessageId"), "the last message id"),
     Verb("topics", ("unload",), (TOPIC,), _t("/unload", "PUT"), "unload a topic"),
     Verb("topics", ("set-replication-clusters",), (TOPIC, (("-c", "--clusters"), {"required": True})),
-         lambda a: Call("POST", topic_path(a.topic) + "/replication", _split(a.clusters)),
+         lambda a: Call("POST", topic_path(a.topic) + "/replication", split_list(a.clusters)),
          "set the topic's replication clusters"),
     Verb("topics", ("get-replication-clusters",), (TOPIC,), _t("/replication"), "the topic's replication clusters"),
     Verb("topics", ("remove-replication-clusters",), (TOPIC,), _t("/replication", "DELETE"),
@@ -484,79 +370,3 @@ VERBS: list[Verb] = [
 ]
 
 
-# ---- parser and runner -------------------------------------------------------------------------------
-
-
-def add_admin_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``admin`` with its groups and verbs to the ``magnetar`` parser."""
-    admin = verbs.add_parser("admin", help="manage a broker like pulsar-admin")
-    add_connection_options(admin)
-    groups = admin.add_subparsers(dest="group", required=True)
-    parsers: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
-    from magnetar.admin_policies import policy_verbs  # these build on this module's Verb and Call
-    from magnetar.admin_schemas import schema_verbs
-
-    for v in [*VERBS, *schema_verbs(), *policy_verbs()]:
-        if v.group not in parsers:
-            parsers[v.group] = groups.add_parser(v.group).add_subparsers(dest="admin_verb", required=True)
-        p = parsers[v.group].add_parser(v.names[0], aliases=list(v.names[1:]), help=v.help)
-        for flags, options in v.specs:
-            p.add_argument(*flags, **options)
-        p.set_defaults(admin_build=v.build)
-    add_audit_parser(groups)
-
-
-def _print(status: int, body: bytes, headers: dict[str, str], raw: bool) -> None:
-    if raw:
-        print(format_message(headers, body))
-        return
-    if status == 204 or not body.strip():
-        return
-    try:
-        value = json.loads(body)
-    except ValueError:
-        print(body.decode(errors="replace"))
-        return
-    if isinstance(value, list) and all(isinstance(x, str) for x in value):
-        for item in value:
-            print(item)
-    else:
-        print(json.dumps(value, indent=2))
-
-
-def run_admin(args: argparse.Namespace) -> int:
-    """Run one admin verb; 0 done, 1 refused or unreachable, 2 bad usage."""
-    if getattr(args, "audit_run", None) is not None:
-        code = int(args.audit_run(args))
-        if code >= 0:
-            return code
-        fix = {"fix": "true"} if args.fix else None
-        args.admin_build = lambda a: Call("POST" if fix else "GET", "/admin/v2/broker-stats/ledger-audit", query=fix)
-    conn = AdminConnection()
-    try:
-        conn = args.admin_conn = connection_from_args(args)  # verbs that first read something use it too
-        built = args.admin_build(args)
-        for number, call in enumerate(built if isinstance(built, list) else [built]):
-            try:
-                status, body, headers = _request(conn, call)
-            except HttpError as exc:
-                if call.raw and number > 0 and exc.status == 404:
-                    break  # peek -n N: print what exists, as pulsar-admin does, when fewer are there
-                raise
-            _print(status, body, headers, call.raw)
-    except (UsageError, ConnectionSettingsError) as exc:
-        print(f"magnetar admin: {exc}", file=sys.stderr)
-        return 2
-    except HttpError as exc:
-        print(f"{exc.reason}\n\nReason: HTTP {exc.status} {exc.reason}", file=sys.stderr)
-        return 1
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"magnetar admin: cannot reach {conn.url}: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="magnetar")
-    add_admin_parser(parser.add_subparsers(dest="verb", required=True))
-    return run_admin(parser.parse_args(["admin", *(argv or [])]))
