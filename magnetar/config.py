@@ -22,6 +22,7 @@ from magnetar.broker.transactions.batching import problems as batching_problems
 from magnetar.config_ignored import Ignored
 from magnetar.core import crashpoints
 from magnetar.ledger.api import ManagedLedgerConfig
+from magnetar.metadata.settings import MetadataSettings, SessionExpiredPolicy, check_url
 from magnetar.server.auth.settings import SecuritySettings
 from magnetar.server.standalone import StandaloneSettings
 from magnetar.storage.offload.api import OffloadSettings
@@ -66,6 +67,13 @@ def _positive(text: str) -> int:
     value = int(text.strip())
     if value <= 0:
         raise ValueError(f"must be positive, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be a positive number")
     return value
 
 
@@ -200,6 +208,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "managedLedgerMinLedgerRolloverTimeMinutes": ("ledger", "min_ledger_rollover_time_ms", _int, 60_000),
     "managedLedgerMaxUnackedRangesToPersist": ("ledger", "max_unacked_ranges_to_persist", _int, 1),
     "managedLedgerCursorPersistIntervalMs": ("ledger", "cursor_persist_interval_ms", _int, 1),
+    "managedLedgerDefaultMarkDeleteRateLimit": ("ledger", "mark_delete_rate_limit", _positive_float, 1),
     "transactionCoordinatorEnabled": ("broker", "transaction_coordinator_enabled", _bool, 1),
     "transactionCoordinatorCount": ("broker", "transaction_coordinator_count", _positive, 1),
     "transactionTimeoutMillis": ("broker", "transaction_timeout_millis", _positive, 1),
@@ -272,6 +281,13 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
         "broker", "managed_ledger_offload_auto_trigger_size_threshold_bytes", _int, 1,
     ),
     "managedLedgerOffloadDeletionLagMs": ("broker", "managed_ledger_offload_deletion_lag_ms", _int, 1),
+    # the metadata store (magnetar/metadata/settings.py): embedded SQLite, or ZooKeeper for a cluster
+    "metadataStoreUrl": ("metadata", "store_url", check_url, 1),
+    "configurationMetadataStoreUrl": ("metadata", "configuration_store_url", check_url, 1),
+    "metadataStoreSessionTimeoutMillis": ("metadata", "session_timeout_ms", _positive, 1),
+    "metadataStoreOperationTimeoutSeconds": ("metadata", "operation_timeout_s", _positive, 1),
+    "zookeeperSessionExpiredPolicy": ("metadata", "session_expired_policy",
+                                      lambda t: SessionExpiredPolicy(t.strip().lower()), 1),
 }
 _KEYS.update({
     # fault injection for the crash tests (never set in production): storage deletes fail at random
@@ -348,7 +364,8 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = None) -> StandaloneSettings:
     """Apply Pulsar-named ``values`` on top of ``base`` (defaults when None)."""
     base = base or StandaloneSettings()
-    changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}, "security": {}, "offload": {}}
+    changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}, "security": {}, "offload": {},
+                                          "metadata": {}}
     changes.update({section: {} for section in _NESTED_BROKER_SECTIONS})
     ignored = Ignored.of(key for key, text in values.items() if key not in _KEYS and text != "")
     if ignored.summary():
@@ -386,4 +403,8 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
         security.provider_methods()
     except ValueError as exc:
         raise ConfigError(f"bad value for authenticationProviders: {exc}") from exc
-    return dataclasses.replace(base, broker=broker, security=security, **changes["settings"])
+    metadata: MetadataSettings = dataclasses.replace(base.metadata, **changes["metadata"])
+    wrong = metadata.problems()
+    if wrong:
+        raise ConfigError("; ".join(wrong))
+    return dataclasses.replace(base, broker=broker, security=security, metadata=metadata, **changes["settings"])

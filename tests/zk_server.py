@@ -52,6 +52,14 @@ def free_port() -> int:
         return port
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: the server gets SIGKILL when the test process dies, even killed (no orphans)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def _srvr(port: int) -> str:
     """The server's answer to the ``srvr`` four-letter word ('' while it does not answer)."""
     try:
@@ -112,7 +120,7 @@ class ZooKeeperServer:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 ["java", *JVM_OPTIONS, "-cp", ZOOKEEPER_CLASSPATH, MAIN_CLASS, str(config)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
             )
         deadline = time.monotonic() + READY_TIMEOUT_S
         for _ in range(int(READY_TIMEOUT_S / READY_POLL_S) + 1):  # bounded in count and time

@@ -1,8 +1,9 @@
 """The ``magnetar`` command line: one parser, one verb per command module.
 
 ``standalone`` (``cli/standalone.py``), ``admin`` and its verb families (``cli/admin/``), ``perf`` (the
-``magnetar.perf`` package wires its own flags), ``tokens`` (``cli/tokens.py``) and ``spark``
-(``cli/spark.py``). A new command adds a (parser, runner) pair to ``_COMMANDS``.
+``magnetar.perf`` package wires its own flags), ``tokens`` (``cli/tokens.py``), ``spark``
+(``cli/spark.py``) and ``initialize-cluster-metadata`` (``cli/cluster_init.py``). A new command adds a
+(parser, runner) pair to ``_COMMANDS``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from magnetar import __version__
 from magnetar.cli.admin import add_admin_parser, run_admin
+from magnetar.cli.cluster_init import add_cluster_init_parser, run_cluster_init
 from magnetar.cli.spark import add_spark_parser, run_spark
 from magnetar.cli.standalone import add_standalone_parser, run_standalone_command
 from magnetar.cli.tokens import add_tokens_parser, run_tokens
@@ -26,6 +28,7 @@ _COMMANDS: dict[str, tuple[Callable[[Any], object], Callable[[argparse.Namespace
     "perf": (add_perf_parser, run_perf),
     "tokens": (add_tokens_parser, run_tokens),
     "spark": (add_spark_parser, run_spark),
+    "initialize-cluster-metadata": (add_cluster_init_parser, run_cluster_init),
 }
 
 

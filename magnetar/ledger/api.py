@@ -149,6 +149,9 @@ class ManagedLedgerConfig:
     max_ledger_rollover_time_ms: int = 240 * 60 * 1000  # managedLedgerMaxLedgerRolloverTimeMinutes
     min_ledger_rollover_time_ms: int = 10 * 60 * 1000  # managedLedgerMinLedgerRolloverTimeMinutes
     cursor_persist_interval_ms: int = 100  # acks exposed to redelivery after a crash, at most
+    # managedLedgerDefaultMarkDeleteRateLimit: cursor writes per second per cursor, applied where the metadata
+    # store is shared (ZooKeeper), which then stretches cursor_persist_interval_ms to 1000 / this
+    mark_delete_rate_limit: float = 1.0
     max_unacked_ranges_to_persist: int = 10_000  # managedLedgerMaxUnackedRangesToPersist
 
 

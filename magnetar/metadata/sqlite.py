@@ -14,11 +14,17 @@ Records below ``cached_prefixes`` (the broker passes the tenant and namespace po
 creation) are kept in memory once read: this process is the only writer of its database, and its own
 ``put``/``delete`` replace the cached record, so a cached read is what SQLite would return.
 
+Coordination (one process, one session): ``ephemerals(key, session)`` marks the ephemeral records with the
+session that made them, ``sequences(parent, next)`` keeps the counters of sequential keys. A session is this
+store object; closing it deletes its ephemeral records, and a process that died leaves its own behind until
+the next one calls ``purge_other_sessions`` (the standalone does at start: it is the file's only user).
+
 This module knows nothing of storage, ledgers or the broker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,18 +32,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from magnetar.core.clock import Clock, SystemClock
-from magnetar.metadata import _rules
+from magnetar.metadata import _local_session, _rules
 from magnetar.metadata.api import (
+    NEW_KEY,
     EventKind,
     MetadataError,
-    MetadataStore,
     MetadataStoreClosed,
+    NotFound,
     Record,
     WatchCallback,
     WatchEvent,
 )
+from magnetar.metadata.coordination import CoordinationStore, Ownership, SessionEvent, SessionListener, sequential_key
 
-_SCHEMA = """
+_SCHEMA = ("""
 CREATE TABLE IF NOT EXISTS records (
     key TEXT PRIMARY KEY NOT NULL,
     value BLOB NOT NULL,
@@ -45,7 +53,11 @@ CREATE TABLE IF NOT EXISTS records (
     created_ms INTEGER NOT NULL,
     modified_ms INTEGER NOT NULL
 ) WITHOUT ROWID
-"""
+""", """
+CREATE TABLE IF NOT EXISTS ephemerals (key TEXT PRIMARY KEY NOT NULL, session INTEGER NOT NULL) WITHOUT ROWID
+""", """
+CREATE TABLE IF NOT EXISTS sequences (parent TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL) WITHOUT ROWID
+""")
 _BUSY_TIMEOUT_MS = 5000
 _CACHE_MAX = 4096  # records kept for cached_prefixes; past it the cache starts over (tenants and namespaces)
 
@@ -58,7 +70,8 @@ def _connect(path: Path) -> sqlite3.Connection:
         if str(mode).lower() != "wal" and str(path) != ":memory:":
             raise MetadataError(f"{path}: SQLite refused WAL mode (got {mode})")
         db.execute("PRAGMA synchronous = NORMAL")
-        db.execute(_SCHEMA)
+        for statement in _SCHEMA:
+            db.execute(statement)
     except BaseException:
         db.close()
         raise
@@ -79,6 +92,12 @@ class SqliteMetadataStore:
         except sqlite3.Error as exc:
             raise MetadataError(f"cannot open metadata database {path}: {exc}") from exc
         self._watchers = _rules.Watchers()
+        self._session = _local_session.LocalSession()
+        try:
+            rows = self._conn().execute("SELECT key, session FROM ephemerals").fetchall()
+        except sqlite3.Error as exc:
+            raise MetadataError(f"cannot read metadata database {path}: {exc}") from exc
+        self._ephemerals: dict[str, int] = {str(key): int(session) for key, session in rows}
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -144,13 +163,18 @@ class SqliteMetadataStore:
         return self._cached_read(key)
 
     async def put(self, key: str, value: bytes, expected_version: int | None = None) -> Record:
+        return self._put(key, bytes(value), expected_version, ephemeral=False)
+
+    def _put(self, key: str, payload: bytes, expected_version: int | None, *, ephemeral: bool) -> Record:
         self._conn()
         _rules.validate_key(key, allow_root=False)
-        payload = bytes(value)
+        _local_session.check_no_ephemeral_ancestor(key, self._ephemerals)
         self._written(key, None)  # whatever happens below, the next read asks SQLite (or this put's record)
         with self._transaction(key) as db:
             current = self._read(key)
             _rules.check_put(key, None if current is None else current.version, expected_version)
+            if ephemeral and current is None and self._has_children(key):
+                raise MetadataError(f"{key} has children: it cannot become an ephemeral key", key=key)
             now_ms = self._clock.now_ms()
             if current is None:
                 record = Record(key, payload, 0, now_ms, now_ms)
@@ -161,6 +185,10 @@ class SqliteMetadataStore:
                 " VALUES (?, ?, ?, ?, ?)",
                 (key, record.value, record.version, record.created_ms, record.modified_ms),
             )
+            if ephemeral:
+                db.execute("INSERT OR REPLACE INTO ephemerals (key, session) VALUES (?, ?)", (key, self._session.id))
+        if ephemeral:
+            self._ephemerals[key] = self._session.id
         self._written(key, record)
         kind = EventKind.CREATED if current is None else EventKind.MODIFIED
         self._watchers.notify(WatchEvent(key, kind))
@@ -174,22 +202,31 @@ class SqliteMetadataStore:
             current = self._read(key)
             _rules.check_delete(key, None if current is None else current.version, expected_version)
             db.execute("DELETE FROM records WHERE key = ?", (key,))
+            if key in self._ephemerals:
+                db.execute("DELETE FROM ephemerals WHERE key = ?", (key,))
+        self._ephemerals.pop(key, None)
         self._watchers.notify(WatchEvent(key, EventKind.DELETED))
 
     async def children(self, key: str) -> list[str]:
         self._conn()
         _rules.validate_key(key, allow_root=True)
         prefix = _rules.children_prefix(key)
+        return _rules.child_names(prefix, self._descendants(key, prefix))
+
+    def _descendants(self, key: str, prefix: str, limit: int = -1) -> list[str]:
         upper = prefix[:-1] + "0"
         try:
             rows = (
                 self._conn()
-                .execute("SELECT key FROM records WHERE key >= ? AND key < ?", (prefix, upper))
+                .execute("SELECT key FROM records WHERE key >= ? AND key < ? LIMIT ?", (prefix, upper, limit))
                 .fetchall()
             )
         except sqlite3.Error as exc:
             raise MetadataError(f"children of {key} failed: {exc}", key=key) from exc
-        return _rules.child_names(prefix, [str(row[0]) for row in rows])
+        return [str(row[0]) for row in rows]
+
+    def _has_children(self, key: str) -> bool:
+        return bool(self._descendants(key, _rules.children_prefix(key), limit=1))
 
     async def exists(self, key: str) -> bool:
         """True when a record is stored at ``key`` (an implicit parent alone does not count)."""
@@ -201,8 +238,59 @@ class SqliteMetadataStore:
         self._conn()
         return self._watchers.add(prefix, callback)
 
+    # -- coordination --
+
+    async def create(self, key: str, value: bytes, *, ephemeral: bool = False, sequential: bool = False) -> Record:
+        self._conn()
+        _rules.validate_key(key, allow_root=False)
+        if sequential:
+            parent = _local_session.parent_of(key)
+            with self._transaction(key) as db:
+                row = db.execute("SELECT next FROM sequences WHERE parent = ?", (parent,)).fetchone()
+                counter = 0 if row is None else int(row[0])
+                db.execute("INSERT OR REPLACE INTO sequences (parent, next) VALUES (?, ?)", (parent, counter + 1))
+            key = sequential_key(key, counter)
+        return self._put(key, bytes(value), NEW_KEY, ephemeral=ephemeral)
+
+    async def get_owned(self, key: str) -> tuple[Record, Ownership] | None:
+        record = await self.get(key)
+        if record is None:
+            return None
+        return record, self._session.ownership(self._ephemerals.get(key))
+
+    def listen(self, listener: SessionListener) -> Callable[[], None]:
+        return self._session.listen(listener)
+
+    async def _delete_ephemerals(self, mine: bool) -> None:
+        for key in sorted(k for k, owner in self._ephemerals.items() if (owner == self._session.id) == mine):
+            try:
+                await self.delete(key)
+            except NotFound:
+                self._ephemerals.pop(key, None)
+
+    async def purge_other_sessions(self) -> None:
+        """Delete the ephemeral records of other sessions: a process that died left them (call it only when
+        this process is the file's one user)."""
+        await self._delete_ephemerals(mine=False)
+        try:
+            with self._transaction("/") as db:
+                db.execute("DELETE FROM ephemerals WHERE session != ?", (self._session.id,))
+        except MetadataStoreClosed:
+            return
+
+    async def expire_session(self) -> None:
+        """End this store's session as a ZooKeeper session ends (tests)."""
+        await self._delete_ephemerals(mine=True)
+        self._session.emit(SessionEvent.SESSION_LOST)
+        self._session.renew()
+        self._session.emit(SessionEvent.SESSION_REESTABLISHED)
+
     async def close(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(MetadataError):  # if it fails, they are left for the next purge
+                await self._delete_ephemerals(mine=True)
         db, self._db = self._db, None
+        self._session.clear()
         self._watchers.clear()
         self._cache.clear()
         if db is not None:
@@ -210,4 +298,4 @@ class SqliteMetadataStore:
 
 
 if TYPE_CHECKING:
-    _conforms: MetadataStore = SqliteMetadataStore(":memory:")
+    _conforms: CoordinationStore = SqliteMetadataStore(":memory:")

@@ -33,9 +33,14 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
+    BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
     OperationTimeoutError,
     SessionExpiredError,
 )
@@ -71,6 +76,8 @@ _TRANSITIONS = Transitions(_State, {
 
 # Outcomes a caller may retry: the request did not reach the server, or its answer did not come back.
 RETRYABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError)
+# Answers the store decides on; any other kazoo error becomes a MetadataError here.
+_DECIDED = (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError, NoChildrenForEphemeralsError, *RETRYABLE)
 
 
 class Uncertain(MetadataError):
@@ -154,9 +161,10 @@ class ZkSession:
         return unlisten
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Run kazoo's ``<method>_async(*args)`` and await its result (kazoo's exceptions pass through,
-        but a call on a closed session is MetadataStoreClosed and one that outlives the operation timeout
-        is MetadataError)."""
+        """Run kazoo's ``<method>_async(*args)`` and await its result. The answers the store decides on (no
+        node, node exists, bad version, not empty, connection loss...) pass through as kazoo's exceptions; a
+        call on a closed session is MetadataStoreClosed; any other failure, or one that outlives the operation
+        timeout, is MetadataError."""
         if self._state is _State.CLOSED or self._loop is None:
             raise MetadataStoreClosed("metadata store is closed")
         loop = self._loop
@@ -182,6 +190,10 @@ class ZkSession:
             ) from None
         except ConnectionClosedError as exc:
             raise MetadataStoreClosed("metadata store is closed") from exc
+        except _DECIDED:
+            raise
+        except KazooException as exc:
+            raise MetadataError(f"ZooKeeper {method} failed: {type(exc).__name__}: {exc}") from exc
 
     async def wait_connected(self, timeout_s: float) -> bool:
         """Wait (bounded) until the session is connected; False on timeout or when closed."""

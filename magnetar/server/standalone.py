@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
+import math
 import random
 import signal
 import sqlite3
@@ -35,7 +37,10 @@ from magnetar.core import crashpoints
 from magnetar.core.clock import SystemClock
 from magnetar.core.descriptors import raise_descriptor_limit, report_if_out_of_descriptors
 from magnetar.ledger.factory import LedgerFactory
-from magnetar.metadata.api import MetadataStore
+from magnetar.metadata.api import MetadataError, MetadataStore
+from magnetar.metadata.coordination import SessionEvent
+from magnetar.metadata.settings import MetadataSettings, SessionExpiredPolicy, StoreKind, sqlite_path
+from magnetar.metadata.settings import open_store as open_metadata_store
 from magnetar.metadata.sqlite import SqliteMetadataStore
 from magnetar.server.admin.lookup import BROKER_PORT, TLS_PORTS
 from magnetar.server.auth import SecurityContext, SecuritySettings
@@ -83,6 +88,7 @@ class StandaloneSettings:
     crash_points: str = ""  # tests only: the process SIGKILLs itself at these points (magnetar.core.crashpoints)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    metadata: MetadataSettings = field(default_factory=MetadataSettings)
 
 
 class Standalone:
@@ -100,7 +106,7 @@ class Standalone:
         """``metadata`` and ``store`` replace the embedded SQLite and file stores (component tests);
         ``txn_participants`` replaces the topics' side of transactions (coordinator tests);
         ``remote_producers`` enables geo-replication (the composition root supplies a client-based one)."""
-        self.settings = settings
+        self.settings = settings = _with_cursor_rate_limit(settings)
         self._given_metadata = metadata
         self._given_store = store
         self._fsync_plan = FaultPlan(random.Random(), ops=frozenset({"fsync"}))  # armed by a test-only key
@@ -112,6 +118,8 @@ class Standalone:
         self._connection_tasks: set[asyncio.Task[None]] = set()
         self.broker_port = settings.broker_port
         self.web_port = settings.web_port
+        self.stop_requested = asyncio.Event()  # set by the process's signals, or a fatal condition
+        self._closing_metadata: asyncio.Task[None] | None = None
         self.broker_port_tls = settings.security.broker_port_tls
         self.web_port_tls = settings.security.web_port_tls
         self._servers: list[asyncio.Server] = []
@@ -255,13 +263,34 @@ class Standalone:
             plan = FaultPlan(random.Random(), ops=frozenset({"delete"}))
             plan.arm(fail_probability=s.storage_delete_failure_probability)
             self.store = FaultyLedgerStore(self.store, plan)
-        log.info("opening metadata store %s", s.data_dir / "metadata.db")
         try:
-            self.metadata = self._given_metadata or SqliteMetadataStore(
-                s.data_dir / "metadata.db", cached_prefixes=(POLICIES_PREFIX,))
-        except (OSError, sqlite3.Error) as exc:
+            self.metadata = self._given_metadata or await self._open_metadata()
+        except (OSError, sqlite3.Error, MetadataError) as exc:
             await self.store.close()
-            raise StartupError(f"cannot open the metadata store in {where}: {exc}") from exc
+            raise StartupError(f"cannot open the metadata store ({s.metadata.store_url or where}): {exc}") from exc
+
+    async def _open_metadata(self) -> MetadataStore:
+        s = self.settings
+        if s.metadata.kind is StoreKind.SQLITE:
+            path = sqlite_path(s.metadata.store_url, s.data_dir)
+            log.info("opening metadata store %s", path)
+            sqlite = SqliteMetadataStore(path, cached_prefixes=(POLICIES_PREFIX,))  # this process: the only writer
+            await sqlite.purge_other_sessions()  # ephemeral keys a killed predecessor left
+            return sqlite
+        log.info("connecting to the metadata store %s", s.metadata.store_url)
+        store = await open_metadata_store(s.metadata, s.data_dir)
+        if s.metadata.session_expired_policy is SessionExpiredPolicy.SHUTDOWN:
+            store.listen(self._shutdown_on_session_loss)
+        return store
+
+    def _shutdown_on_session_loss(self, event: SessionEvent) -> None:
+        if event is not SessionEvent.SESSION_LOST or self.stop_requested.is_set():
+            return
+        log.error("metadata store session lost and zookeeperSessionExpiredPolicy=shutdown: stopping")
+        # Closed first, so the stop below does not wait out a timeout on every write to an unreachable store
+        # (cursor positions not yet written are redelivered after the restart, as after a crash).
+        self._closing_metadata = asyncio.get_running_loop().create_task(self.metadata.close())
+        self._closing_metadata.add_done_callback(lambda _: self.stop_requested.set())
 
     def _arm_testing_faults(self) -> None:
         """Test-only faults, armed once recovery is done (recovery itself never fails on purpose)."""
@@ -367,10 +396,25 @@ async def open_checked_offload_store(settings: OffloadSettings) -> BlockOffloadS
     return store
 
 
+def _with_cursor_rate_limit(settings: StandaloneSettings) -> StandaloneSettings:
+    """On ZooKeeper, cursor writes are held to managedLedgerDefaultMarkDeleteRateLimit per cursor (Pulsar's
+    1/s): a crash then redelivers at most that long a window of acknowledged messages."""
+    config = settings.broker.managed_ledger
+    if settings.metadata.kind is not StoreKind.ZOOKEEPER:
+        return settings
+    interval_ms = max(config.cursor_persist_interval_ms, math.ceil(1000 / config.mark_delete_rate_limit))
+    if interval_ms == config.cursor_persist_interval_ms:
+        return settings
+    log.info("cursor positions persisted at most every %d ms (managedLedgerDefaultMarkDeleteRateLimit=%s)",
+             interval_ms, config.mark_delete_rate_limit)
+    ledger = dataclasses.replace(config, cursor_persist_interval_ms=interval_ms)
+    return dataclasses.replace(settings, broker=dataclasses.replace(settings.broker, managed_ledger=ledger))
+
+
 async def run_standalone(settings: StandaloneSettings, remote_producers: RemoteProducerFactory | None = None) -> None:
     raise_descriptor_limit()
     standalone = Standalone(settings, remote_producers=remote_producers)
-    stop = asyncio.Event()
+    stop = standalone.stop_requested
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_loop_exception)
     for sig in (signal.SIGTERM, signal.SIGINT):

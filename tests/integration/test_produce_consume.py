@@ -11,6 +11,8 @@ from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
 from tests.integration.naming import topic_name
 
+pytestmark = pytest.mark.metadata_backends("sqlite", "zookeeper")
+
 RECEIVE_TIMEOUT_MS = 10_000
 
 

@@ -9,6 +9,8 @@ import pytest
 from tests.integration.collect import Collector
 from tests.integration.naming import topic_name
 
+pytestmark = pytest.mark.metadata_backends("sqlite", "zookeeper")
+
 RECEIVE_MS = 10_000
 Type = pulsar.ConsumerType
 

@@ -82,3 +82,35 @@ def test_tiered_storage_keys_with_pulsars_names() -> None:
 
     with pytest.raises(ConfigError, match="managedLedgerOffloadDriver"):
         build_settings({"managedLedgerOffloadDriver": "google-cloud-storage"})
+
+
+def test_metadata_store_keys() -> None:
+    from magnetar.metadata.settings import SessionExpiredPolicy, StoreKind
+
+    settings = build_settings({
+        "metadataStoreUrl": "zk:zk1:2181,zk2:2181/magnetar",
+        "configurationMetadataStoreUrl": "zk:zk1:2181,zk2:2181/magnetar",
+        "metadataStoreSessionTimeoutMillis": "10000",
+        "metadataStoreOperationTimeoutSeconds": "5",
+        "zookeeperSessionExpiredPolicy": "shutdown",
+    })
+    m = settings.metadata
+    assert (m.kind, m.session_timeout_ms, m.operation_timeout_s) == (StoreKind.ZOOKEEPER, 10_000, 5)
+    assert m.session_expired_policy is SessionExpiredPolicy.SHUTDOWN
+    defaults = build_settings({}).metadata
+    assert (defaults.kind, defaults.session_timeout_ms, defaults.operation_timeout_s) == (StoreKind.SQLITE, 30_000, 30)
+    assert defaults.session_expired_policy is SessionExpiredPolicy.RECONNECT
+    assert build_settings({"metadataStoreUrl": "zk1:2181"}).metadata.kind is StoreKind.ZOOKEEPER, "Pulsar's default"
+    assert build_settings({"metadataStoreUrl": "sqlite:/var/lib/m.db"}).metadata.kind is StoreKind.SQLITE
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"metadataStoreUrl": "etcd:http://e:2379"}, "metadataStoreUrl"),
+    ({"metadataStoreUrl": "zk:zk1"}, "metadataStoreUrl"),
+    ({"metadataStoreSessionTimeoutMillis": "0"}, "metadataStoreSessionTimeoutMillis"),
+    ({"zookeeperSessionExpiredPolicy": "ignore"}, "zookeeperSessionExpiredPolicy"),
+    ({"metadataStoreUrl": "zk:a:1", "configurationMetadataStoreUrl": "zk:b:1"}, "configurationMetadataStoreUrl"),
+])
+def test_bad_metadata_store_keys_are_refused_naming_the_key(values: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_settings(values)

@@ -11,7 +11,7 @@ import pytest
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.metadata_backends("sqlite", "zookeeper")]
 V2 = "/admin/v2"
 
 

@@ -18,7 +18,7 @@ from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.metadata_backends("sqlite", "zookeeper")]
 
 TIMEOUT_MS = 10_000
 

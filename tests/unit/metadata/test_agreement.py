@@ -1,5 +1,6 @@
 """The SQLite store and the in-memory store, driven by the same random steps, must agree exactly:
-same records, same children, same exceptions, same watch events, across reopening the SQLite file.
+same records, same children, same exceptions, same watch events, across reopening the SQLite file; and the
+same coordination: ephemeral and sequential keys, their owners, a session's end.
 The SQLite store caches the keys below ``/a`` (``cached_prefixes``), so its cache is held to the same model."""
 
 from __future__ import annotations
@@ -64,6 +65,20 @@ class MetadataAgreement(RuleBasedStateMachine):
     def delete(self, key: str, expected_version: int | None) -> None:
         self.both("delete", key, expected_version)
 
+    @rule(key=KEYS, value=VALUES, ephemeral=st.booleans(), sequential=st.booleans())
+    def create(self, key: str, value: bytes, ephemeral: bool, sequential: bool) -> None:
+        expected = _outcome(self.loop, self.memory.create(key, value, ephemeral=ephemeral, sequential=sequential))
+        actual = _outcome(self.loop, self.sqlite.create(key, value, ephemeral=ephemeral, sequential=sequential))
+        assert actual == expected, ("create", key, ephemeral, sequential)
+
+    @rule(key=READ_KEYS)
+    def get_owned(self, key: str) -> None:
+        self.both("get_owned", key)
+
+    @rule()
+    def expire_session(self) -> None:
+        self.both("expire_session")
+
     @rule(key=READ_KEYS)
     def get(self, key: str) -> None:
         self.both("get", key)
@@ -82,9 +97,13 @@ class MetadataAgreement(RuleBasedStateMachine):
 
     @rule()
     def reopen_sqlite(self) -> None:
+        """A clean restart: the closed session's ephemeral keys go in both."""
         self.loop.run_until_complete(self.sqlite.close())
         self.sqlite = SqliteMetadataStore(self.path, clock=self.clock, cached_prefixes=CACHED)
         self.sqlite.watch("/", self.sqlite_events.append)
+        old, self.memory = self.memory, self.memory.another_session()
+        self.memory.watch("/", self.memory_events.append)
+        self.loop.run_until_complete(old.close())
 
     @invariant()
     def same_watch_events(self) -> None:

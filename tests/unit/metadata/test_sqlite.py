@@ -86,3 +86,30 @@ async def test_cached_prefixes_are_read_once_and_follow_own_writes(tmp_path: Pat
     await store.delete("/admin/policies/t/ns")
     assert await store.get("/admin/policies/t/ns") is None
     await store.close()
+
+
+async def test_ephemeral_records_go_with_their_session_and_a_dead_ones_are_purged(tmp_path: Path) -> None:
+    from magnetar.metadata.coordination import Ownership
+
+    alive = SqliteMetadataStore(tmp_path / "m.db")
+    await alive.create("/loadbalance/leader", b"me", ephemeral=True)
+    await alive.create("/namespace/b", b"me", ephemeral=True)
+    await alive.close()
+    assert await _reopened_get(tmp_path, "/loadbalance/leader") is None, "a closed session's keys go"
+
+    died = SqliteMetadataStore(tmp_path / "m.db")
+    await died.create("/namespace/b", b"me", ephemeral=True)  # and its process is SIGKILLed: never closed
+    restarted = SqliteMetadataStore(tmp_path / "m.db")
+    found = await restarted.get_owned("/namespace/b")
+    assert found is not None and found[1] is Ownership.OTHER_SESSION
+    await restarted.purge_other_sessions()
+    assert await restarted.get("/namespace/b") is None
+    await restarted.close()
+
+
+async def _reopened_get(tmp_path: Path, key: str) -> object:
+    store = SqliteMetadataStore(tmp_path / "m.db")
+    try:
+        return await store.get(key)
+    finally:
+        await store.close()

@@ -1,0 +1,105 @@
+"""``magnetar initialize-cluster-metadata``: Pulsar's ``pulsar initialize-cluster-metadata``.
+
+Writes, in the metadata store a cluster's brokers will share, what they need before the first one starts: the
+cluster's record (``/admin/clusters/<cluster>``, Pulsar's ``ClusterData`` JSON with the service URLs), the
+``public`` and ``pulsar`` tenants allowed on the cluster, and the ``public/default`` and ``pulsar/system``
+namespaces. Every write is compare-and-set, so it is safe to run again and beside a running broker: what exists
+and agrees is left alone, a cluster record with other URLs is updated, a tenant missing the cluster gets it.
+
+Exit codes: 0 done, 1 the store cannot be reached or refused a write, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from magnetar.broker.service import SYSTEM_NAMESPACES, namespace_key
+from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore
+from magnetar.metadata.settings import MetadataSettings, open_store, store_kind
+
+__all__ = ["add_cluster_init_parser", "run_cluster_init"]
+
+WRITE_ATTEMPTS_MAX = 8
+
+
+def add_cluster_init_parser(verbs: Any) -> None:
+    p = verbs.add_parser("initialize-cluster-metadata", help="write a cluster's records into its metadata store",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cluster", required=True, help="the cluster's name (clusterName of its brokers)")
+    p.add_argument("--metadata-store", required=True, help="zk:host:port[,host:port][/chroot] or sqlite:PATH")
+    p.add_argument("--configuration-metadata-store", default="",
+                   help="the configuration store (default: the metadata store; a separate one is not supported)")
+    p.add_argument("--web-service-url", default="", help="http://host:8080")
+    p.add_argument("--web-service-url-tls", default="", help="https://host:8443")
+    p.add_argument("--broker-service-url", default="", help="pulsar://host:6650")
+    p.add_argument("--broker-service-url-tls", default="", help="pulsar+ssl://host:6651")
+    p.add_argument("--metadata-store-session-timeout-ms", type=int, default=30_000)
+    p.add_argument("--metadata-store-operation-timeout-seconds", type=int, default=30)
+
+
+def run_cluster_init(args: argparse.Namespace) -> int:
+    settings = MetadataSettings(store_url=args.metadata_store,
+                                configuration_store_url=args.configuration_metadata_store,
+                                session_timeout_ms=args.metadata_store_session_timeout_ms,
+                                operation_timeout_s=args.metadata_store_operation_timeout_seconds)
+    wrong = settings.problems()
+    if not args.metadata_store:
+        wrong.append("--metadata-store is required")
+    if not args.cluster or "/" in args.cluster:
+        wrong.append(f"--cluster must be a name without '/', not {args.cluster!r}")
+    if wrong:
+        print("magnetar initialize-cluster-metadata: " + "; ".join(wrong), file=sys.stderr)
+        return 2
+    cluster = {"serviceUrl": args.web_service_url, "serviceUrlTls": args.web_service_url_tls,
+               "brokerServiceUrl": args.broker_service_url, "brokerServiceUrlTls": args.broker_service_url_tls}
+    try:
+        for line in asyncio.run(_initialize(settings, args.cluster, cluster)):
+            print(line)
+    except MetadataError as exc:
+        print(f"magnetar initialize-cluster-metadata: {args.metadata_store}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _initialize(settings: MetadataSettings, name: str, cluster: dict[str, str]) -> list[str]:
+    store_kind(settings.store_url)
+    store = await open_store(settings, Path("."))
+    try:
+        done = [await _write(store, f"/admin/clusters/{name}", lambda old: {**old, **cluster}, f"cluster {name}")]
+        for ns in SYSTEM_NAMESPACES:
+            done.append(await _write(store, f"/admin/policies/{ns.tenant}", lambda old: _tenant(old, name),
+                                     f"tenant {ns.tenant}"))
+            done.append(await _write(store, namespace_key(ns), lambda old: old, f"namespace {ns}"))
+        return done
+    finally:
+        await store.close()
+
+
+def _tenant(old: dict[str, Any], cluster: str) -> dict[str, Any]:
+    allowed = list(old.get("allowedClusters", []))
+    return {"adminRoles": old.get("adminRoles", []), **old,
+            "allowedClusters": allowed if cluster in allowed else [*allowed, cluster]}
+
+
+async def _write(store: MetadataStore, key: str, update: Any, what: str) -> str:
+    """Create ``key`` (from ``update({})``) or bring it to ``update(old)``, compare-and-set; says what it did."""
+    for _ in range(WRITE_ATTEMPTS_MAX):  # bounded: each retry follows another writer's change
+        record = await store.get(key)
+        try:
+            old = {} if record is None else json.loads(record.value or b"{}")
+        except ValueError as exc:
+            raise MetadataError(f"{key} does not hold JSON: {exc}", key=key) from None
+        new = update(dict(old))
+        if record is not None and new == old:
+            return f"{what}: exists"
+        try:
+            await store.put(key, json.dumps(new).encode(), NEW_KEY if record is None else record.version)
+        except BadVersion:
+            continue
+        return f"{what}: {'created' if record is None else 'updated'}"
+    raise MetadataError(f"{key} keeps changing under concurrent writers", key=key)
