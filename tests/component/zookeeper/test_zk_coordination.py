@@ -4,6 +4,7 @@ a proxy until the server expires its session."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -142,3 +143,28 @@ async def test_leader_fails_over_when_the_leaders_session_ends(
         await follower.close()
         await leader_store.close()
         await follower_store.close()
+
+
+async def test_ledger_ids_from_zookeeper_ascend_across_brokers(zk_server: ZooKeeperServer) -> None:
+    from magnetar.ledger.id_counter import MetadataLedgerIdAllocator
+
+    chroot = unique_chroot()
+    stores = [await _open(zk_server.hosts, chroot, 10_000) for _ in range(3)]
+    try:
+        allocators = [MetadataLedgerIdAllocator(s) for s in stores]
+        ticks = itertools.count()
+        calls: list[tuple[int, int, int]] = []  # (started, ended, id) in one order of events
+
+        async def allocate(allocator: MetadataLedgerIdAllocator) -> None:
+            for _ in range(30):
+                started = next(ticks)
+                allocated = await allocator.next_id()
+                calls.append((started, next(ticks), allocated))
+
+        await asyncio.gather(*(allocate(a) for a in allocators))
+        assert sorted(c[2] for c in calls) == list(range(1, 91)), "unique across brokers"
+        disordered = [(a, b) for a in calls for b in calls if a[1] < b[0] and a[2] >= b[2]]
+        assert not disordered, "an id handed out after another returned must be larger"
+    finally:
+        for s in stores:
+            await s.close()
