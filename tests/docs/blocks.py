@@ -38,7 +38,7 @@ NEEDS: dict[str, bool] = {
     "broker": True,  # the page's standalone broker at the documented ports 6650 / 8080 (started on first need)
     "starts": True,  # the block itself starts servers in the background; the harness waits for their ports
     "moto": True,  # an S3 API (moto_server) at the documented port 5000
-    "zookeeper": False,  # a ZooKeeper server at 2181 (the cluster work wires it)
+    "zookeeper": True,  # a ZooKeeper server at the documented port 2181 (tests/zk_server.py)
     "cluster": False,  # several brokers sharing one metadata store (the cluster work wires it)
 }
 #: kinds that are not executed as code

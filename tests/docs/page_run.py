@@ -8,8 +8,8 @@ write their text into the directory, and an ``output`` block must match the outp
 Ports: the documented ports (6650-6659, 8080-8089, 8443-8444, 2181-2183, 5000), where a block writes them as ports
 (``:6650``, ``port 6650``, ``Port=6650``), are replaced by free ports of this run, the same number for the whole page,
 so pages never meet each other's (or a developer's) servers. ``magnetar admin`` without ``--admin-url`` reaches the
-page's 8080 through ``PULSAR_CLIENT_CONF``. Every process started here (the page's broker, moto, the python worker,
-each shell block's process group) is stopped by its id when the page ends.
+page's 8080 through ``PULSAR_CLIENT_CONF``. Every process started here (the page's broker, moto, ZooKeeper, the python
+worker, each shell block's process group) is stopped by its id when the page ends.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from tests.docs.blocks import NEEDS, REPO, Block
 from tests.integration.broker_process import BrokerProcess
 from tests.s3_server import MotoServer, free_port
+from tests.zk_server import ZooKeeperServer
 
 DOC_PORTS = frozenset([*range(6650, 6660), *range(8080, 8090), 8443, 8444, 2181, 2182, 2183, 5000])
 PORT_IN_TEXT = re.compile(r"(?P<pre>:|[Pp]ort(?:Tls)?[ =])(?P<port>\d{4})(?!\d)")
@@ -53,6 +54,7 @@ class PageRun:
     broker: BrokerProcess | None = None
     broker_settings: tuple[tuple[str, str], ...] = ()
     moto: MotoServer | None = None
+    zookeeper: ZooKeeperServer | None = None
     groups: list[subprocess.Popen[bytes]] = field(default_factory=list)
     worker: subprocess.Popen[str] | None = None
     last_output: str | None = None
@@ -86,6 +88,8 @@ class PageRun:
             self.not_run.append((block, f"needs {', '.join(unwired)} (not wired yet)"))
             self.last_output = None
             return
+        if "zookeeper" in block.needs:
+            self.ensure_zookeeper()
         if "broker" in block.needs:
             self.ensure_broker(block)
         if "moto" in block.needs:
@@ -134,8 +138,8 @@ class PageRun:
                 raise BlockFailed(f"{block.where}: a broker started by the page itself runs at 6650; its settings "
                                   f"are the page's business")
             return  # a `starts` block of this page runs it
-        broker = BrokerProcess(self.workdir / ".broker-data",
-                               extra_args=tuple(arg for k, v in block.settings for arg in ("--set", f"{k}={v}")))
+        broker = BrokerProcess(self.workdir / ".broker-data", extra_args=tuple(
+            arg for k, v in block.settings for arg in ("--set", f"{k}={self.substitute(v)}")))
         broker.port, broker.web_port = self.ports.get(6650, 0), self.ports.get(8080, 0)
         self.broker = broker  # before start: a failed start is still cleaned up
         self.broker_settings = block.settings
@@ -149,6 +153,12 @@ class PageRun:
         if self.moto is None:
             self.moto = MotoServer(self.port_for(5000))
             self.moto.start()
+
+    def ensure_zookeeper(self) -> None:
+        """A ZooKeeper server (Debian's, from scripts/install) at the documented port 2181."""
+        if self.zookeeper is None:
+            self.zookeeper = ZooKeeperServer(port=self.port_for(2181))
+            self.zookeeper.start()
 
     # --- shell -----------------------------------------------------------------------------------------------
     def run_shell(self, block: Block) -> None:
@@ -253,6 +263,8 @@ class PageRun:
             self.broker.kill()
         if self.moto is not None:
             self.moto.stop()
+        if self.zookeeper is not None:
+            self.zookeeper.close()
 
 
 def _tail(text: str) -> str:

@@ -82,9 +82,9 @@ def test_failing_blocks_fail_the_page(tmp_path: Path, blocks: tuple[str, ...], e
 
 
 def test_blocks_needing_what_is_not_wired_are_listed_not_passed(tmp_path: Path) -> None:
-    run = run_page(tmp_path, page(block("zookeeper", "bash", "false"), block("none", "bash", "true")))
+    run = run_page(tmp_path, page(block("cluster", "bash", "false"), block("none", "bash", "true")))
     assert run.ran == 1
-    assert [(b.line, why) for b, why in run.not_run] == [(2, "needs zookeeper (not wired yet)")]
+    assert [(b.line, why) for b, why in run.not_run] == [(2, "needs cluster (not wired yet)")]
 
 
 def test_documented_ports_are_replaced_where_they_are_ports(tmp_path: Path) -> None:
