@@ -168,11 +168,11 @@ class SqliteMetadataStore:
     def _put(self, key: str, payload: bytes, expected_version: int | None, *, ephemeral: bool) -> Record:
         self._conn()
         _rules.validate_key(key, allow_root=False)
-        _local_session.check_no_ephemeral_ancestor(key, self._ephemerals)
         self._written(key, None)  # whatever happens below, the next read asks SQLite (or this put's record)
         with self._transaction(key) as db:
             current = self._read(key)
             _rules.check_put(key, None if current is None else current.version, expected_version)
+            _local_session.check_no_ephemeral_ancestor(key, self._ephemerals)
             if ephemeral and current is None and self._has_children(key):
                 raise MetadataError(f"{key} has children: it cannot become an ephemeral key", key=key)
             now_ms = self._clock.now_ms()

@@ -4,8 +4,7 @@ Over several kill points, with default settings and with a configuration that ma
 retention trims and cursor writes constant (so kills land among them): every message the client got a
 receipt for is stored exactly once after the restarts (or was consumed, acked and trimmed), and the only
 acknowledged messages delivered again are those acknowledged just before a kill (the cursor-persistence
-window of 100 ms, plus the client's own ack grouping of 100 ms): no consumer-side ack is lost. With the
-metadata in ZooKeeper the window is Pulsar's mark-delete rate limit instead (one cursor write per second).
+window of 100 ms, plus the client's own ack grouping of 100 ms): no consumer-side ack is lost.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import pulsar
 import pytest
 
 from tests.integration.broker_process import BrokerProcess
-from tests.integration.conftest import make_client, metadata_args
+from tests.integration.conftest import make_client
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +32,6 @@ RECEIVE_TIMEOUT_MS = 300
 #: Acked messages may come back only if acked this close to the kill: 100 ms of cursor persistence,
 #: 100 ms of client-side ack grouping, and scheduling slack for a loaded CI machine.
 REDELIVERY_WINDOW_S = 2.0
-#: On ZooKeeper: 1 s of cursor persistence (managedLedgerDefaultMarkDeleteRateLimit=1), the same grouping and slack.
-REDELIVERY_WINDOW_ZK_S = 3.0
 
 
 @dataclass
@@ -54,15 +51,9 @@ CHURN = ("--set", "managedLedgerMaxEntriesPerLedger=40", "--set", "managedLedger
          "--set", "retentionCheckIntervalInSeconds=1", "--set", "managedLedgerCursorPersistIntervalMs=10")
 
 
-ZOOKEEPER = ("zookeeper",)  # the defaults, with the metadata in ZooKeeper (tests/integration/conftest.py)
-
-
-@pytest.fixture(params=[(), CHURN, ZOOKEEPER], ids=["defaults", "rollover-trim-cursor-churn", "zookeeper"])
+@pytest.fixture(params=[(), CHURN], ids=["defaults", "rollover-trim-cursor-churn"])
 def broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
-    args = request.param
-    if args == ZOOKEEPER:
-        args = metadata_args("zookeeper", request)
-    proc = BrokerProcess(tmp_path / "data", extra_args=args).start()
+    proc = BrokerProcess(tmp_path / "data", extra_args=request.param).start()
     try:
         yield proc
     finally:
@@ -168,11 +159,7 @@ def test_sigkill_loses_no_receipted_message_and_redelivers_only_the_ack_window(b
     if broker.extra_args == CHURN:  # retention 0 trims what the subscription consumed and acknowledged
         missing -= set(acked)
     assert not missing, f"{len(missing)} receipted messages lost, e.g. {sorted(missing)[:5]}"
-    on_zookeeper = any("metadataStoreUrl=zk:" in a for a in broker.extra_args)
-    window_s = REDELIVERY_WINDOW_ZK_S if on_zookeeper else REDELIVERY_WINDOW_S
-    if on_zookeeper:
-        assert "cursor positions persisted at most every 1000 ms" in broker.log_text()
-    outside_window = [(v, age) for v, age in late_acks if age > window_s]
+    outside_window = [(v, age) for v, age in late_acks if age > REDELIVERY_WINDOW_S]
     assert not outside_window, f"acked messages redelivered from long before the kill: {outside_window[:5]}"
     assert len(receipted) >= sum(KILL_AFTER_RECEIPTS)
     if broker.extra_args == CHURN:  # the kills did land among rollovers (trims run every second besides)
