@@ -1,17 +1,19 @@
 """Rows per second through the Spark connector: batch writes at-least-once and exactly-once, then a batch
 read, of N small messages.
 
-    .venv/bin/python bench/spark_rows.py --rows 1000000 [--partitions 4] [--master local[2]]
+    .venv/bin/python bench/spark_rows.py --rows 1000000 [--partitions 4] [--master local[2]] [--json]
 
 Starts its own ``magnetar standalone`` (a temporary data directory) and a local SparkSession; writes
 ``rows`` 16-byte values with ``df.write.format("pulsar")`` once per ``deliveryGuarantee`` (each to its own
 topic; exactly-once: one transaction per task, committed by the driver), then reads the at-least-once topic
 back with ``spark.read.format("pulsar")`` and counts it. Reports wall-clock rows/s for each; not a timed test.
+``--json`` adds a last line with the figures (``bench/txn_batch_log.py`` reads it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON line last")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     with tempfile.TemporaryDirectory() as data:
@@ -42,13 +45,15 @@ def main() -> None:
                  .config("spark.sql.shuffle.partitions", "2").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            run(spark, broker.url, args.rows, args.partitions)
+            figures = run(spark, broker.url, args.rows, args.partitions)
         finally:
             spark.stop()
             broker.kill()
+    if args.json:
+        print(json.dumps(figures))
 
 
-def run(spark: SparkSession, url: str, rows: int, partitions: int) -> None:
+def run(spark: SparkSession, url: str, rows: int, partitions: int) -> dict[str, float]:
     topic = f"bench-{int(time.time())}"
     df = spark.range(rows, numPartitions=partitions).select(
         F.format_string("%016d", F.col("id")).cast("binary").alias("value"))
@@ -68,6 +73,7 @@ def run(spark: SparkSession, url: str, rows: int, partitions: int) -> None:
     for guarantee, seconds in write_s.items():
         print(f"batch write {guarantee:13s}: {seconds:8.1f} s  {rows / seconds:10,.0f} rows/s")
     print(f"batch read:                 {read_s:8.1f} s  {rows / read_s:10,.0f} rows/s")
+    return {"rows": rows, **{g: rows / s for g, s in write_s.items()}, "read": rows / read_s}
 
 
 if __name__ == "__main__":
