@@ -2,7 +2,9 @@
 
 Pure logic over ``magnetar.protocol``: no asyncio, no connection. A ``BatchBuilder`` collects
 messages up to ``max_messages`` / ``max_bytes`` and turns them into one entry whose outer metadata
-takes key, ordering key and sequence id from the first message, as the reference client does.
+takes key, ordering key and sequence id from the first message, as the reference client does. A batch holds
+the messages of one transaction (or of none): a message of another one does not fit, and the entry's
+metadata carries the transaction's id, as the Java client batches transactional sends.
 Each message carries an opaque ``token`` (the producer's future) that comes back out in order.
 """
 
@@ -30,7 +32,7 @@ class OutgoingMessage(Generic[K]):
     properties: Mapping[str, str] = field(default_factory=dict)
     event_time_ms: int = 0
     deliver_at_ms: int | None = None
-    txn_id: tuple[int, int] | None = None  # (most, least): sent alone, never batched
+    txn_id: tuple[int, int] | None = None  # (most, least): batched only with messages of the same transaction
 
     @property
     def size_bytes(self) -> int:
@@ -94,11 +96,17 @@ class BatchBuilder(Generic[K]):
     def size_bytes(self) -> int:
         return self._bytes
 
+    @property
+    def txn_id(self) -> tuple[int, int] | None:
+        """The transaction of the messages in the batch (None: none, or the batch is empty)."""
+        return self._messages[0].txn_id if self._messages else None
+
     def has_room_for(self, msg: OutgoingMessage[K]) -> bool:
         if not self._messages:
             return True
         return (
-            len(self._messages) < self._config.max_messages
+            msg.txn_id == self._messages[0].txn_id
+            and len(self._messages) < self._config.max_messages
             and self._bytes + msg.size_bytes <= self._config.max_bytes
         )
 
@@ -122,6 +130,8 @@ class BatchBuilder(Generic[K]):
             publish_time=publish_time_ms,
             num_messages_in_batch=len(messages),
         )
+        if first.txn_id is not None:
+            meta.txnid_most_bits, meta.txnid_least_bits = first.txn_id
         if first.key is not None:
             meta.partition_key = first.key
         if first.ordering_key is not None:

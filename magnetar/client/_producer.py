@@ -301,7 +301,9 @@ class Producer:
         self._pending_messages += 1
         if txn is not None:
             txn.track(fut)
-        if self._batch is not None and deliver_at_ms is None and txn is None:
+        if self._batch is not None and deliver_at_ms is None:
+            if txn is not None:
+                txn.flush_before_end(self._flush_batch)  # its end must not wait for the batch timer
             self._add_to_batch(self._batch, msg)
         else:
             self._flush_batch()  # keep sequence order
@@ -356,7 +358,7 @@ class Producer:
             self._reject(futures, MessageTooBig(f"batch of {len(entry)} bytes exceeds the broker's limit"))
             return
         op = _OpSend(messages[0].sequence_id, entry, futures, len(messages), True, self._ctx.clock.monotonic_ms(),
-                     pending_messages=len(messages))
+                     pending_messages=len(messages), txn_id=messages[0].txn_id)
         self._enqueue(op)
 
     def _send_single(self, msg: OutgoingMessage[SendFuture]) -> None:

@@ -2,6 +2,9 @@
 
 ``Coordinators`` discovers the partitions of ``pulsar/system/transaction_coordinator_assign`` (partition *i*
 is coordinator *i*), connects to each owner with TC_CLIENT_CONNECT_REQUEST, and sends NEW_TXN round-robin.
+The connection to each coordinator's broker is kept (as the Java client's TransactionMetaStoreHandler
+does): a request looks the coordinator up again only when that connection closed or the broker said the
+coordinator is not there (it moved), never once per request.
 A ``Transaction`` registers each partition (ADD_PARTITION_TO_TXN) before its first send there and each
 subscription (ADD_SUBSCRIPTION_TO_TXN) before its first ack, once each; ``commit`` waits for the sends and
 acks under way, then sends END_TXN. Used as ``async with``: commit on a clean exit, abort on an exception.
@@ -51,6 +54,7 @@ class Coordinators:
         self._count = 0
         self._round_robin = itertools.count()
         self._discovery: asyncio.Lock = asyncio.Lock()
+        self._conns: dict[int, Connection] = {}  # tc id -> the connection to its broker, while it is ready
 
     async def discover(self) -> int:
         """The number of coordinators; raises TransactionCoordinatorNotFound when the broker runs none."""
@@ -78,7 +82,12 @@ class Coordinators:
         return True
 
     async def connection(self, tc_id: int) -> Connection:
-        return await self._ctx.connection_for(partition_name(ASSIGN_TOPIC, tc_id))
+        conn = self._conns.get(tc_id)
+        if conn is not None and conn.is_ready:
+            return conn
+        conn = await self._ctx.connection_for(partition_name(ASSIGN_TOPIC, tc_id))
+        self._conns[tc_id] = conn
+        return conn
 
     async def _connect(self, tc_id: int) -> None:
         await self.request(tc_id, lambda rid: txn_commands.tc_client_connect(rid, tc_id))
@@ -88,7 +97,12 @@ class Coordinators:
 
         async def attempt() -> pb.BaseCommand:
             conn = await self.connection(tc_id)
-            return await conn.request(build)
+            try:
+                return await conn.request(build)
+            except _TRANSIENT:
+                if self._conns.get(tc_id) is conn:
+                    del self._conns[tc_id]  # look it up again: the coordinator may have moved
+                raise
 
         return await _retry_transient(self._ctx, attempt, f"transaction coordinator {tc_id}")
 
@@ -113,6 +127,11 @@ async def _retry_transient(ctx: ClientContext, attempt: Callable[[], Awaitable[R
             if ctx.clock.monotonic_ms() + delay_ms > deadline_ms:
                 raise OperationTimeout(f"{what}: gave up after {ctx.config.operation_timeout_ms} ms: {exc}") from exc
             await asyncio.sleep(delay_ms / 1000)
+
+
+def _retrieved(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 class TransactionState(enum.Enum):
@@ -146,6 +165,7 @@ class Transaction:
         self._partitions: dict[str, asyncio.Future[None]] = {}
         self._subscriptions: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._ops: set[asyncio.Future[Any]] = set()
+        self._flushers: set[Callable[[], None]] = set()  # producers' batch flushes holding messages of ours
         self._failed: BaseException | None = None
 
     def __repr__(self) -> str:
@@ -181,6 +201,7 @@ class Transaction:
         fut = registry.get(key)
         if fut is None:
             fut = asyncio.ensure_future(self._coordinators.request(self.tc_id, build))  # type: ignore[arg-type]
+            fut.add_done_callback(_retrieved)  # every caller may have been cancelled meanwhile
             registry[key] = fut
         try:
             await asyncio.shield(fut)
@@ -194,6 +215,15 @@ class Transaction:
         self._ops.add(op)
         op.add_done_callback(self._op_done)
 
+    def flush_before_end(self, flush: Callable[[], None]) -> None:
+        """A producer batches messages of this transaction: ``flush`` sends its open batch at commit/abort."""
+        self._flushers.add(flush)
+
+    def _flush_batches(self) -> None:
+        flushers, self._flushers = self._flushers, set()
+        for flush in flushers:
+            flush()
+
     def _op_done(self, op: asyncio.Future[Any]) -> None:
         self._ops.discard(op)
         if not op.cancelled() and op.exception() is not None and self._failed is None:
@@ -204,6 +234,7 @@ class Transaction:
     async def commit(self) -> None:
         """Commit once every send and ack under way is confirmed; if one failed, abort and raise it."""
         self._life.transition_to(_S.COMMITTING)
+        self._flush_batches()
         if self._ops:
             await asyncio.wait(list(self._ops))
         if self._failed is not None:
@@ -216,6 +247,7 @@ class Transaction:
         if self._life.state is _S.ABORTED:
             return
         self._life.transition_to(_S.ABORTING)
+        self._flush_batches()
         if self._ops:
             await asyncio.wait(list(self._ops))
         await self._end(ABORT, _S.ABORTED)

@@ -7,6 +7,7 @@ plain messages published after an open transaction's first message wait until it
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pulsar
@@ -56,6 +57,25 @@ async def test_plain_consumer_sees_committed_messages_in_order_and_never_aborted
     assert receive_all(consumer, 3) == [b"p2", b"p3", b"p4"]
     assert_quiet(consumer)
     official.close()
+    consumer.close()
+
+
+async def test_transactional_sends_are_batched_and_the_batch_commits_or_aborts_whole(
+    client: pulsar.Client, mclient: Client
+) -> None:
+    topic = topic_name("txn-batched")
+    consumer = client.subscribe(topic, "plain", consumer_type=pulsar.ConsumerType.Shared)
+    producer = await mclient.create_producer(topic, batching=True, batching_max_delay_ms=60_000)
+    for action in ("abort", "commit"):
+        txn = await mclient.new_transaction(timeout_ms=60_000)
+        await txn.register_partition(producer.topic)
+        sends = [producer.send_nowait(b"%s-%d" % (action.encode(), i), txn=txn) for i in range(20)]
+        # the end sends the batch at once (never waiting for the producer's 60 s delay)
+        await asyncio.wait_for(txn.abort() if action == "abort" else txn.commit(), 30)
+        ids = await asyncio.gather(*sends)
+        assert len({m.entry for m in ids}) == 1 and [m.batch_index for m in ids] == list(range(20))
+    assert receive_all(consumer, 20) == [b"commit-%d" % i for i in range(20)]  # none of the aborted batch
+    assert_quiet(consumer)
     consumer.close()
 
 

@@ -57,6 +57,23 @@ def test_batch_builder_bounds_bytes() -> None:
     assert not builder.has_room_for(_msg(1, b"b" * 60))
 
 
+def test_a_batch_holds_the_messages_of_one_transaction_and_carries_its_id() -> None:
+    builder: BatchBuilder[int] = BatchBuilder(BatchingConfig(max_messages=10))
+    builder.add(_msg(0, txn_id=(1, 7)))
+    assert builder.has_room_for(_msg(1, txn_id=(1, 7)))
+    builder.add(_msg(1, txn_id=(1, 7)))
+    assert builder.txn_id == (1, 7)
+    assert not builder.has_room_for(_msg(2, txn_id=(1, 8)))  # another transaction: a new batch
+    assert not builder.has_room_for(_msg(3))  # a plain message too
+    entry, _ = builder.take("prod", 1000, pb.NONE)
+    meta = parse_entry_metadata(entry)
+    assert (meta.txnid_most_bits, meta.txnid_least_bits, meta.num_messages_in_batch) == (1, 7, 2)
+    builder.add(_msg(4))
+    assert builder.txn_id is None and not builder.has_room_for(_msg(5, txn_id=(1, 8)))
+    entry, _ = builder.take("prod", 1000, pb.NONE)
+    assert not parse_entry_metadata(entry).HasField("txnid_most_bits")
+
+
 def test_single_metadata_has_only_what_was_set() -> None:
     meta = message_metadata(_msg(3, event_time_ms=99, ordering_key=b"o"), "p", 5)
     assert (meta.producer_name, meta.sequence_id, meta.publish_time, meta.event_time) == ("p", 3, 5, 99)

@@ -95,3 +95,21 @@ async def test_a_refused_end_leaves_the_outcome_to_the_coordinator() -> None:
     fake.fail_end = None
     await txn.abort()
     assert txn.state is TransactionState.ABORTED
+
+
+async def test_commit_and_abort_flush_the_batches_holding_their_messages_first() -> None:
+    fake = FakeCoordinators()
+    flushed: list[str] = []
+    for end in ("commit", "abort"):
+        txn = _txn(fake)
+        op: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        txn.track(op)
+
+        def flush(op: asyncio.Future[None] = op, end: str = end) -> None:
+            flushed.append(end)
+            op.set_result(None)  # the batch went: its send is answered
+
+        txn.flush_before_end(flush)
+        txn.flush_before_end(flush)  # a producer registers once per message: flushed once
+        await asyncio.wait_for(txn.commit() if end == "commit" else txn.abort(), 5)
+    assert flushed == ["commit", "abort"]
