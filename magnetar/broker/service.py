@@ -115,7 +115,8 @@ class BrokerService:
         self.txn_registry: TxnRegistry | None = None
         self.txn_coordinators: TransactionCoordinatorService | None = None  # the TCs, for their wire commands
         # PIP-160: the coordinator log and pending-ack stores take their writers from here (switchable live)
-        self.txn_log_batching = BatchedLogSwitch(config.transaction_log_batching, config.pending_ack_batching)
+        self.txn_log_batching = BatchedLogSwitch(config.transaction_log_batching, config.pending_ack_batching,
+                                                 metadata)
         # what the coordinator calls to end a transaction on this broker's topics and subscriptions
         self.txn_participants = BrokerParticipants(self)
         # PIP-178: segmented snapshots in each namespace's __transaction_buffer_snapshot, or one metadata record

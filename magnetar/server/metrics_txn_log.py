@@ -1,6 +1,7 @@
 """PIP-160's buffered-writer metrics with Pulsar's names, for the coordinator log (``pulsar_txn_tc_``) and
-the pending-ack logs (``pulsar_txn_pending_ack_store_``): three histograms and four flush-trigger counters
-per family, read from the broker's :class:`BatchedLogSwitch` at scrape time."""
+the pending-ack logs (``pulsar_txn_pending_ack_store_``): three histograms and the flush-trigger counters
+per family (Pulsar's four, and magnetar's ``idle``: a batch sent when the append before it completed), read
+from the broker's :class:`BatchedLogSwitch` at scrape time."""
 
 from __future__ import annotations
 

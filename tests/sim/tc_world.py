@@ -16,6 +16,12 @@ Invariants (checked as answers arrive, after every recovery, and once the recove
 * an answered end survives: the transaction is finished after any crash;
 * once recovery settled, no transaction is left ending, and every transaction a participant heard of has
   reached all its answered registrations; no transaction id is handed out twice.
+
+The log is written through PIP-160's buffered writer, batching or not as the seed draws, and the seed
+flips the switch at runtime (``BatchedLogSwitch.update``, stored in the faulty metadata store), so logs hold
+any mix of plain and batched entries when a crash comes. Invariants of the switch: once an update is
+answered, the running log's writer follows it; after any crash the switch is what the last answered update
+stored (an update that failed may or may not have been stored).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from magnetar.broker.transactions.api import (
     TxnAction,
     TxnId,
 )
+from magnetar.broker.transactions.batching import BatchedLogSwitch, LogFamily
+from magnetar.broker.transactions.buffered_writer import BatchingConfig
 from magnetar.broker.transactions.coordinator import EndPolicy, TransactionCoordinator
 from magnetar.broker.transactions.coordinators import CoordinatorSettings, TransactionCoordinatorService
 from magnetar.broker.transactions.states import TxnStatus
@@ -159,6 +167,12 @@ class TxnSimulation(SeedTrace):
         self.trace: list[str] = []
         self.step = 0
         self.service: TransactionCoordinatorService | None = None
+        self.switch: BatchedLogSwitch | None = None
+        self.batching = BatchingConfig(enabled=self.rng.random() < 0.5, max_records=self.rng.choice([10, 30]),
+                                       max_bytes=128 * 1024, max_delay_ms=self.rng.choice([1, 20]))  # broker.conf
+        # what the switch may say after a restart: broker.conf's until an update is stored (several values after
+        # a failed update, which may or may not have reached the store)
+        self.batching_stored: set[bool] = {self.batching.enabled}
         self.factory: LedgerFactory | None = None
         self.store: FaultyLedgerStore | None = None
         self.meta: FaultyMetadataStore | None = None
@@ -173,7 +187,7 @@ class TxnSimulation(SeedTrace):
         operations: list[tuple[int, Op]] = [
             (14, self.op_new), (16, self.op_add_partition), (10, self.op_add_subscription), (16, self.op_end),
             (3, self.op_bad_end), (6, self.op_participants), (8, self.op_advance), (3, self.op_faults),
-            (2, self.op_restart), (4, self.op_crash),
+            (2, self.op_restart), (4, self.op_crash), (3, self.op_switch),
         ]  # fmt: skip
         weights = [w for w, _ in operations]
         for step in range(1, self.ops_total + 1):
@@ -201,8 +215,16 @@ class TxnSimulation(SeedTrace):
                                      sleep_ms=self.timers.sleep_ms)
         policy = EndPolicy(call_timeout_ms=600_000, attempts_max=3, backoff_initial_ms=0, backoff_max_ms=0)
         settings = CoordinatorSettings(count=1, default_timeout_ms=5_000, end_policy=policy)
-        self.service = TransactionCoordinatorService(settings, self.factory, self.participants.view(), self.clock,
-                                                     ledger_config=self.config)
+        switch = BatchedLogSwitch(self.batching, BatchingConfig(), self.meta, sleep_ms=self.timers.sleep_ms)
+        await switch.load()
+        if switch.configs[LogFamily.TRANSACTION_LOG].enabled not in self.batching_stored:
+            raise self.fail(f"the batching switch came back as {switch.configs[LogFamily.TRANSACTION_LOG]}, "
+                            f"stored was one of {self.batching_stored}")
+        self.switch = switch
+        self.service = TransactionCoordinatorService(
+            settings, self.factory, self.participants.view(), self.clock, ledger_config=self.config,
+            new_writer=lambda ledger: switch.new_writer(LogFamily.TRANSACTION_LOG, ledger),
+        )
         await self.service.start(timeout_loop=False)
 
     async def shutdown(self) -> None:
@@ -364,6 +386,23 @@ class TxnSimulation(SeedTrace):
             self.meta_plan.disarm()
         self.stats.faults += choice < 2
         self.note(f"faults {choice}")
+
+    async def op_switch(self) -> None:
+        """PIP-160's runtime switch: flip the coordinator log's batching (stored first, then applied live)."""
+        assert self.switch is not None
+        enabled = self.rng.random() < 0.5
+        before = set(self.batching_stored)
+        self.batching_stored |= {enabled}  # in doubt until the answer: a failed put may have been stored
+        try:
+            await self.switch.update(LogFamily.TRANSACTION_LOG, enabled=enabled)
+        except BrokerError as exc:
+            self.note(f"switch batching {enabled} failed: {exc!r}")
+            return
+        self.batching_stored = {enabled}
+        writer = self.tc.log.writer
+        if getattr(writer, "config", None) is None or writer.config.enabled is not enabled:  # type: ignore[attr-defined]
+            raise self.fail(f"the running log did not switch to batching={enabled}")
+        self.note(f"switched batching to {enabled} (stored before: {before})")
 
     async def op_restart(self) -> None:
         """Graceful: participants answer, what is in flight finishes, the service closes and reopens."""

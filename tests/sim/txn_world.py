@@ -12,7 +12,14 @@ gracefully and crashes. After every restart and crash, and at the end once every
 * atomicity and no lost commit: every receipted entry of a committed transaction (whose end returned) and
   every receipted plain entry, up to ``maxReadPosition``, is readable; at the end, with nothing open, all are;
 * pending acks: an ack of an open transaction is pending again after recovery; a committed one is on the
-  cursor; an aborted one is not; no ack appears that no committed transaction made.
+  cursor (a commit writes no cursor record: the pending-ack log keeps it until the cursor's next write, and
+  replay applies it again); an aborted one is not; no ack appears that no committed transaction made;
+* at the end, once time passed the cursors' persist interval, the pending-ack logs hold no record of an
+  ended transaction (every one was released).
+
+The pending-ack logs are written through PIP-160's buffered writer, batching or not as the seed draws, and
+the seed flips the switch at runtime (``BatchedLogSwitch``): the running stores follow at their next write,
+so a crash finds any mix of plain and batched entries.
 
 Run it: ``.venv/bin/python -m tests.sim.txn_world --seeds 1000 --ops 300`` (``--seed N --trace`` replays).
 """
@@ -29,7 +36,9 @@ from magnetar.broker.dispatcher import GATE_DROP
 from magnetar.broker.names import TopicName
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.transactions.api import TransactionConflict, TxnAction, TxnId
-from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId
+from magnetar.broker.transactions.batching import BatchedLogSwitch, LogFamily
+from magnetar.broker.transactions.buffered_writer import BatchingConfig
+from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId, ManagedLedgerAckLog
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore, SnapshotStore
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.core.clock import ManualClock
@@ -94,6 +103,8 @@ class TxnSimulation(SeedTrace):
         self.metadata = MemoryMetadataStore(clock=self.clock)
         self.config = ManagedLedgerConfig(max_entries_per_ledger=self.rng.choice([3, 8, 50]))
         self.snapshot_interval_ms = self.rng.choice([0, 50, 1000])
+        self.batching = BatchingConfig(enabled=self.rng.random() < 0.5, max_records=self.rng.choice([10, 30]),
+                                       max_bytes=128 * 1024, max_delay_ms=self.rng.choice([1, 20]))
         self.txns: dict[TxnId, TxnModel] = {}
         self.next_txn = 0
         self.next_seq = 0
@@ -122,9 +133,13 @@ class TxnSimulation(SeedTrace):
                 name, ledger, cursor, self.clock, durable=True, read_batch_max=10, read_bytes_max=1 << 20
             )
             self.topic.subscriptions[name].sub_type = 1  # Shared
+        self.switch = BatchedLogSwitch(BatchingConfig(), self.batching, self.metadata, sleep_ms=self.timers.sleep_ms)
+        await self.switch.load()
+        switch = self.switch
         self.tt = TopicTransactions(self.topic, ledgers=self.factory, snapshots=await self.snapshot_store(),
                                     ledger_config=self.config, snapshot_min_interval_ms=self.snapshot_interval_ms,
-                                    sleep_ms=self.timers.sleep_ms)
+                                    sleep_ms=self.timers.sleep_ms,
+                                    new_writer=lambda ledger: switch.new_writer(LogFamily.PENDING_ACK, ledger))
         await self.tt.recover()
 
     async def snapshot_store(self) -> SnapshotStore:
@@ -135,7 +150,7 @@ class TxnSimulation(SeedTrace):
         await self.boot()
         operations = [
             (10, self.op_open), (30, self.op_send), (15, self.op_ack), (12, self.op_end), (10, self.op_advance),
-            (2, self.op_restart), (4, self.op_crash),
+            (2, self.op_restart), (4, self.op_crash), (3, self.op_switch),
         ]  # fmt: skip
         weights = [w for w, _ in operations]
         for step in range(1, self.ops_total + 1):
@@ -258,6 +273,12 @@ class TxnSimulation(SeedTrace):
         await let_turns_pass(SETTLE_TURNS)
         self.note("advance")
 
+    async def op_switch(self) -> None:
+        """PIP-160's runtime switch on the pending-ack logs: the running stores follow at their next write."""
+        enabled = self.rng.random() < 0.5
+        await self.switch.update(LogFamily.PENDING_ACK, enabled=enabled)
+        self.note(f"pending-ack batching {enabled}")
+
     async def op_restart(self) -> None:
         if self.inflight:
             await asyncio.wait(list(self.inflight))
@@ -298,6 +319,7 @@ class TxnSimulation(SeedTrace):
                 model.decision = TxnAction.ABORT
             await self.drive_end(model, self.world)
         await self.check()
+        await self.check_logs_released()
         if self.tt.buffer.max_read_position() is not None:
             raise self.fail(f"nothing is open, yet maxReadPosition is {self.tt.buffer.max_read_position()}")
         visible = set((await self.visible()).values())
@@ -345,6 +367,19 @@ class TxnSimulation(SeedTrace):
             if model.ended_on_topic and model.txn in self.tt.buffer.ongoing():
                 raise self.fail(f"{model.txn} ended on the topic but is open again after recovery")
         self.check_acks()
+
+    async def check_logs_released(self) -> None:
+        """Every transaction has ended: once the persist interval passed, no pending-ack record is left."""
+        await let_turns_pass(SETTLE_TURNS)
+        self.clock.advance(self.config.cursor_persist_interval_ms)
+        self.timers.fire_due()
+        for store in self.tt.stores.values():
+            await store.committed_released()
+            ack_log = store.log
+            assert isinstance(ack_log, ManagedLedgerAckLog)
+            left = await ack_log.replay()
+            if left:
+                raise self.fail(f"{store.sub.name}: records of ended transactions left in the log: {left[:5]}")
 
     def check_acks(self) -> None:
         for sub in SUBSCRIPTIONS:

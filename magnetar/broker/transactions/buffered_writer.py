@@ -2,16 +2,24 @@
 
 One writer serves one log (a coordinator's or a subscription's pending-ack store). ``write(record)`` returns
 a future resolved, once the entry holding the record is durable, with its :class:`RecordPosition`
-``(ledger_id, entry_id, batch_size, batch_index)``; futures resolve in write order. Records wait in a
-bounded buffer until one trigger fires:
+``(ledger_id, entry_id, batch_size, batch_index)``; futures resolve in write order.
 
-- ``max_records`` records are pending, or ``max_bytes`` bytes are;
-- the oldest pending record has waited ``max_delay_ms`` (a timer, re-armed after each run);
-- a record that alone reaches ``max_bytes``: what is pending is flushed first, then that record is written
+Batching only pays when records queue behind a write, so the writer behaves like the storage's group
+commit, with PIP-160's limits on top:
+
+- a record that finds the log idle (nothing buffered, no append in flight) is appended at once, as a plain
+  entry: a lone transaction never waits for a timer;
+- otherwise it joins the batch being filled while the previous append is written (flushes are pipelined);
+  the batch is appended when that append completes and nothing else is in flight (``IDLE``), or when
+  ``max_records`` records or ``max_bytes`` bytes are buffered, or when its oldest record has waited
+  ``max_delay_ms`` (a timer armed once per batch, when its first record arrives), whichever comes first;
+- a record that alone reaches ``max_bytes``: what is buffered is flushed first, then that record is written
   alone as a plain (unbatched) entry, keeping write order.
 
-Disabled (or ``max_records <= 1``), every record is its own plain entry, as before PIP-160. A failed
-append fails every caller of that entry exactly once; the managed ledger refuses later appends until
+Disabled (or ``max_records <= 1``), every record is its own plain entry, as before PIP-160. The settings can
+change while the writer runs (:meth:`reconfigure`, PIP-160's dynamic switch): they apply from the next
+write, and turning batching off first flushes what is buffered, so write order holds across the switch. A
+failed append fails every caller of that entry exactly once; the managed ledger refuses later appends until
 the writer has seen every append in flight settle and resumes it. This module knows the ledger's append,
 never what a record means (the coordinator and the pending-ack store own that).
 """
@@ -20,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -97,6 +105,7 @@ class FlushTrigger(enum.Enum):
     MAX_SIZE = "max_size"
     MAX_DELAY = "max_delay"
     LARGE_DATA = "large_data"
+    IDLE = "idle"  # magnetar's own: the append in flight completed with records buffered behind it
 
 
 @dataclass(slots=True)
@@ -109,6 +118,9 @@ class WriterMetrics:
     triggers: dict[FlushTrigger, int] = field(default_factory=lambda: dict.fromkeys(FlushTrigger, 0))
     entries_written: int = 0
     records_written: int = 0
+
+
+SleepMs = Callable[[int], Awaitable[None]]
 
 
 class LogLedger(Protocol):
@@ -135,6 +147,7 @@ class BufferedWriter:
         metrics: WriterMetrics | None = None,
         *,
         now_s: Callable[[], float] | None = None,
+        sleep_ms: SleepMs | None = None,
     ) -> None:
         self._ledger = ledger
         self._kind = kind
@@ -144,7 +157,8 @@ class BufferedWriter:
         self._now_s = now_s or self._loop.time
         self._pending: list[_Pending] = []
         self._pending_bytes = 0
-        self._timer: asyncio.TimerHandle | None = None
+        self._sleep_ms = sleep_ms  # the delay on an injected clock (simulations); None: the loop's timer
+        self._timer: asyncio.TimerHandle | asyncio.Task[None] | None = None
         self._in_flight = 0
         self._failed = False  # an append failed: resume the ledger once every append in flight settled
         self._settled = asyncio.Event()
@@ -155,29 +169,53 @@ class BufferedWriter:
     def pending_records(self) -> int:
         return len(self._pending)
 
+    def reconfigure(self, config: BatchingConfig) -> None:
+        """New settings from the next write on (PIP-160's dynamic switch). Turning batching off appends what
+        is buffered first, so records keep their write order across the switch."""
+        if not config.batching:
+            self._flush(None)
+        self.config = config
+        if self._pending and len(self._pending) >= config.max_records:
+            self._flush(FlushTrigger.MAX_RECORDS)
+
     def write(self, record: bytes) -> asyncio.Future[RecordPosition]:
         """Queue ``record``; the future resolves once it is durable, or fails with :class:`WriterError`."""
         future: asyncio.Future[RecordPosition] = self._loop.create_future()
         if self.closed:
             future.set_exception(WriterClosed("the log writer is closed"))
             return future
-        if not self.config.batching:
-            self._append([_Pending(record, future, self._now_s())], batched=False)
+        config = self.config
+        pending = _Pending(record, future, self._now_s())
+        if not config.batching or (self._in_flight == 0 and not self._pending):
+            self._append([pending], batched=False)  # off, or an idle log: nothing to wait for
             return future
-        if len(record) >= self.config.max_bytes:
+        if len(record) >= config.max_bytes:
             self._flush(None)
-            self._append([_Pending(record, future, self._now_s())], batched=False)
+            self._append([pending], batched=False)
             self.metrics.triggers[FlushTrigger.LARGE_DATA] += 1
             return future
-        self._pending.append(_Pending(record, future, self._now_s()))
+        self._pending.append(pending)
         self._pending_bytes += len(record)
-        if len(self._pending) >= self.config.max_records:
+        if len(self._pending) >= config.max_records:
             self._flush(FlushTrigger.MAX_RECORDS)
-        elif self._pending_bytes >= self.config.max_bytes:
+        elif self._pending_bytes >= config.max_bytes:
             self._flush(FlushTrigger.MAX_SIZE)
-        elif self._timer is None:
-            self._timer = self._loop.call_later(self.config.max_delay_ms / 1000, self._on_timer)
+        elif self._timer is None:  # the batch's first record: its delay starts now, once per batch
+            self._arm_timer(config.max_delay_ms)
         return future
+
+    def _arm_timer(self, delay_ms: int) -> None:
+        if self._sleep_ms is None:
+            self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
+            return
+        sleep_ms = self._sleep_ms
+
+        async def wait() -> None:
+            await sleep_ms(delay_ms)
+            if self._timer is asyncio.current_task():
+                self._on_timer()
+
+        self._timer = self._loop.create_task(wait())
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -193,7 +231,7 @@ class BufferedWriter:
         batch, self._pending, self._pending_bytes = self._pending, [], 0
         if trigger is not None:
             self.metrics.triggers[trigger] += 1
-        self._append(batch, batched=True)
+        self._append(batch, batched=len(batch) > 1)  # a batch of one is written as the plain record it is
 
     def _append(self, batch: list[_Pending], *, batched: bool) -> None:
         records = [p.record for p in batch]
@@ -233,7 +271,10 @@ class BufferedWriter:
         if self._in_flight == 0:
             if self._failed and self._ledger.resume_writes():
                 self._failed = False
-            self._settled.set()
+            if self._pending and not self.closed:  # the log went idle with a batch filled behind it
+                self._flush(FlushTrigger.IDLE)
+            else:
+                self._settled.set()
 
     async def flush(self) -> None:
         """Write what is pending now and wait until every append in flight has settled."""

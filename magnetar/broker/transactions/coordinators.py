@@ -97,10 +97,12 @@ class TransactionCoordinatorService:
         self._wake_at_ms = 0.0
 
     async def start(self, broker: BrokerService | None = None, *, timeout_loop: bool = True) -> None:
-        """Create the assign topic (when given the broker), open and replay every TC log, start the timeout
-        task (``timeout_loop=False``: the caller runs ``check_timeouts``, as the simulator does)."""
+        """Apply the stored batching switch and create the assign topic (when given the broker), open and
+        replay every TC log, start the timeout task (``timeout_loop=False``: the caller runs
+        ``check_timeouts``, as the simulator does)."""
         count = self.settings.count
         if broker is not None:
+            await broker.txn_log_batching.load()  # PIP-160's stored switch wins over broker.conf
             count = await _assign_topic(broker, count)
         for tc_id in range(count):
             txn_log = await TxnLog.open(self._ledgers, tc_id, self._ledger_config, self._new_writer)

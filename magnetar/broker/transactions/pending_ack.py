@@ -2,7 +2,14 @@
 
 While a transaction is open its acks are neither real (the cursor does not move) nor forgotten: the acked
 messages are not dispatched again, and no other transaction may ack them (``TransactionConflict``). Commit
-applies the acks to the cursor and flushes it; abort drops them and gives the messages back for redelivery.
+applies the acks to the cursor and logs the commit; abort drops them and gives the messages back for
+redelivery.
+
+A commit writes nothing to the metadata store: the cursor persists on its own schedule, and until it has
+persisted the committed acks, the log keeps them (their records are released only after a cursor flush that
+follows the commit, at most one per ``cursor_persist_interval_ms``, usually a no-op because the cursor's own
+debounced write came first). Replay re-applies the acks of a logged commit whose records are still there, as
+Pulsar's pending-ack replay does, so a crash between the commit and the cursor's write loses none of them.
 
 Rules, as Pulsar has them: an individual ack conflicts with an ack (pending in another transaction, or
 already real) of the same entry or of the same batch indexes; one transaction at a time may hold a pending
@@ -14,8 +21,9 @@ answered ack survives a crash.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from magnetar.broker.consumer import SubType
@@ -27,6 +35,12 @@ from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.ledger.bitset import all_set, int_to_words, words_to_int
 
 log = logging.getLogger("magnetar.broker.transactions.pending_ack")
+
+SleepMs = Callable[[int], Awaitable[None]]
+
+
+async def asyncio_sleep_ms(delay_ms: int) -> None:
+    await asyncio.sleep(delay_ms / 1000)
 
 
 @dataclass
@@ -44,10 +58,22 @@ def _merge(a: int, b: int) -> int:
 
 
 class PendingAckStore:
-    def __init__(self, topic: str, subscription: Subscription, ack_log: PendingAckLog) -> None:
+    def __init__(
+        self,
+        topic: str,
+        subscription: Subscription,
+        ack_log: PendingAckLog,
+        *,
+        release_delay_ms: int = 100,
+        sleep_ms: SleepMs = asyncio_sleep_ms,
+    ) -> None:
         self.topic = topic
         self.sub = subscription
         self._log = ack_log
+        self._release_delay_ms = release_delay_ms  # the cursor's persist interval: its own write comes first
+        self._sleep_ms = sleep_ms
+        self._committed: list[object] = []  # records of commits the cursor may not have persisted yet
+        self._releaser: asyncio.Task[None] | None = None
         self._txns: dict[TxnId, _TxnAcks] = {}
         self._owners: dict[Position, dict[TxnId, int]] = {}  # entry -> txn -> mask it acked
         self._cumulative: tuple[TxnId, Position] | None = None
@@ -189,24 +215,49 @@ class PendingAckStore:
     # ---- ending ------------------------------------------------------------------------------------------
 
     async def end(self, txn: TxnId, action: TxnAction) -> None:
-        """Commit: make the acks real (cursor flushed) then log the end. Abort: log the end, then release."""
+        """Commit: make the acks real on the cursor, then log the end. Abort: log the end, then release."""
         acks = self._txns.get(txn)
         if acks is None:
             return  # nothing acked here, or already ended: idempotent
         try:
             if action is TxnAction.COMMIT:
-                self._apply(acks)
-                await self.sub.cursor.flush()
+                self._apply(acks)  # a failed end leaves them applied: the coordinator only ever retries a commit
             end = await self._log.append(EndRecord(txn, action))
         except ManagedLedgerError as exc:
             raise PersistenceError(f"Failed to end {txn} on {self.topic} / {self.sub.name}: {exc}") from exc
-        self._log.release([*self._handles.pop(txn, []), end])  # recovery no longer needs any of them
         self._forget(txn, acks)
+        records = [*self._handles.pop(txn, []), end]
         if action is TxnAction.COMMIT:
             self.committed_total += 1
+            self._release_once_persisted(records)
         else:
             self.aborted_total += 1
+            self._log.release(records)  # recovery no longer needs any of them
             self._release(acks)
+
+    def _release_once_persisted(self, records: list[object]) -> None:
+        """Release a commit's records after the cursor has persisted its acks (one flush for many commits)."""
+        self._committed.extend(records)
+        if self._releaser is None:
+            self._releaser = asyncio.get_running_loop().create_task(self._release_committed())
+
+    async def committed_released(self) -> None:
+        """Wait until the records of every commit so far were released (or the release gave up for now)."""
+        while self._releaser is not None:  # bounded: each wait ends one releaser; none restarts without a commit
+            await asyncio.gather(asyncio.shield(self._releaser), return_exceptions=True)
+
+    async def _release_committed(self) -> None:
+        while self._committed:  # a pass per cursor flush; ends once no commit waits (more come only with load)
+            await self._sleep_ms(self._release_delay_ms)
+            records, self._committed = self._committed, []
+            try:
+                await self.sub.cursor.flush()  # covers every commit applied before it started
+            except ManagedLedgerError as exc:  # closed or fenced: a later load replays and re-applies them
+                log.debug("%s / %s: committed acks stay in the log: %s", self.topic, self.sub.name, exc)
+                self._committed[:0] = records
+                break
+            self._log.release(records)
+        self._releaser = None
 
     def _apply(self, acks: _TxnAcks) -> None:
         cursor = self.sub.cursor
@@ -260,8 +311,14 @@ class PendingAckStore:
             if isinstance(record, EndRecord):  # ended, but the release had not reached the log before a crash
                 acks = self._txns.get(record.txn)
                 if acks is not None:
+                    if record.action is TxnAction.COMMIT:
+                        self._apply(acks)  # the cursor may not have persisted them: idempotent if it did
                     self._forget(record.txn, acks)
-                self._log.release([*self._handles.pop(record.txn, []), handle])
+                records = [*self._handles.pop(record.txn, []), handle]
+                if record.action is TxnAction.COMMIT:
+                    self._release_once_persisted(records)
+                else:
+                    self._log.release(records)
             else:
                 self._reserve(record)
                 self._handles.setdefault(record.txn, []).append(handle)
@@ -270,6 +327,10 @@ class PendingAckStore:
                      len(self._txns))
 
     async def close(self) -> None:
+        releaser, self._releaser = self._releaser, None
+        if releaser is not None:
+            releaser.cancel()
+            await asyncio.gather(releaser, return_exceptions=True)
         await self._log.close()
 
 

@@ -124,6 +124,7 @@ class TopicTransactions:
         )
         self.stores: dict[str, PendingAckStore] = {}
         self._open_lock = asyncio.Lock()
+        self._sleep_ms = sleep_ms
 
     def gate(self, subscription: str) -> _Gate:
         return _Gate(self, subscription)
@@ -177,7 +178,9 @@ class TopicTransactions:
         except ManagedLedgerError as exc:
             await ledger.close()
             raise ServiceNotReady(f"Failed to open the pending-ack log {name}: {exc}") from exc
-        store = PendingAckStore(str(self._topic.name), subscription, ack_log)
+        persist_ms = (self._ledger_config or ManagedLedgerConfig()).cursor_persist_interval_ms
+        store = PendingAckStore(str(self._topic.name), subscription, ack_log, release_delay_ms=persist_ms,
+                                sleep_ms=self._sleep_ms)
         await store.recover()
         self.stores[subscription.name] = store
         return store

@@ -154,10 +154,10 @@ def _batch_log_verbs() -> list[Verb]:
     return [
         Verb("transactions", ("set-tc-batch-log",), specs,
              lambda a: Call("POST", f"{base}/transactionLog", body(a)),
-             "batch the coordinator log's writes (PIP-160); new coordinator logs use it"),
+             "batch the coordinator logs' writes (PIP-160): stored; running logs switch at their next write"),
         Verb("transactions", ("set-pending-ack-batch-log",), specs,
              lambda a: Call("POST", f"{base}/pendingAckLog", body(a)),
-             "batch the pending-ack logs' writes (PIP-160); new stores use it"),
+             "batch the pending-ack logs' writes (PIP-160): stored; running logs switch at their next write"),
         Verb("transactions", ("get-batch-log",), (), lambda a: Call("GET", base),
              "batching settings and writer counts of both logs"),
     ]

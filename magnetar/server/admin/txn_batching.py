@@ -1,6 +1,7 @@
-"""Admin routes for PIP-160's runtime switch: read and change the batching of the coordinator log and of
-the pending-ack logs (the seed proposes them; Pulsar never built them). Stores created after a change use
-the new setting; ``GET`` also reports what the writers of each family have written so far.
+"""Admin routes for PIP-160's runtime switch: read and change the batching of the coordinator logs and of
+the pending-ack logs (the seed proposes them; Pulsar never built them). A change is stored as dynamic
+configuration (it survives a restart) and applies to every running log at its next write; ``GET`` also
+reports what the writers of each family have written so far.
 """
 
 from __future__ import annotations
@@ -67,12 +68,13 @@ def batched_log_routes(broker: BrokerService) -> list[Route]:
 
     def setter(family: LogFamily) -> Route:
         async def update(req: web.Request) -> web.Response:
-            switch.update(family, **changes_from(await json_body(req, required=True)))
+            await switch.update(family, **changes_from(await json_body(req, required=True)))
             return ok(describe(switch, family))
 
         return Route(
             "POST", f"{BASE}/{FAMILY_NAMES[family]}", update,
-            f"Change the batching of the {FAMILY_NAMES[family]} (PIP-160); new stores use it",
+            f"Change the batching of the {FAMILY_NAMES[family]} (PIP-160): stored, and every log switches at "
+            "its next write",
             "transactions", result=STATUS_SCHEMA, body=SETTING_SCHEMA, body_required=True,
         )
 

@@ -16,10 +16,10 @@ from magnetar.broker.transactions.buffered_writer import (
     WriterError,
 )
 from magnetar.broker.transactions.log_records import release, replay
-from magnetar.ledger.api import InitialPosition, ManagedLedger
+from magnetar.ledger.api import InitialPosition, ManagedLedger, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.protocol.txn_log_batch import LogKind, decode_entry, is_batched
+from magnetar.protocol.txn_log_batch import LogKind, decode_entry, encode_batch, is_batched
 from magnetar.storage.faulty import FaultPlan, FaultyLedgerStore
 from magnetar.storage.memory import MemoryLedgerStore
 
@@ -49,57 +49,164 @@ async def written(futures: list[asyncio.Future[RecordPosition]]) -> list[RecordP
     return list(await asyncio.wait_for(asyncio.gather(*futures), WAIT_S))
 
 
-async def test_2000_small_records_with_max_512_make_4_entries_in_order() -> None:
+class GatedLedger:
+    """A managed ledger whose appends wait at a gate: what the writer does while an append is in flight."""
+
+    def __init__(self, ml: ManagedLedger) -> None:
+        self.ml = ml
+        self.gate = asyncio.Event()
+        self.requested: list[bytes] = []
+        self.appends_seen = asyncio.Condition()
+
+    def add_entry_future(self, data: bytes | memoryview) -> asyncio.Future[Position]:
+        self.requested.append(bytes(data))
+        result: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+
+        async def later() -> None:
+            await self.gate.wait()
+            try:
+                result.set_result(await self.ml.add_entry(bytes(data)))
+            except Exception as exc:
+                result.set_exception(exc)
+
+        task = asyncio.ensure_future(later())
+        TASKS.add(task)
+        task.add_done_callback(TASKS.discard)
+        self._notify()
+        return result
+
+    def _notify(self) -> None:
+        async def tell() -> None:
+            async with self.appends_seen:
+                self.appends_seen.notify_all()
+
+        task = asyncio.ensure_future(tell())
+        TASKS.add(task)
+        task.add_done_callback(TASKS.discard)
+
+    def resume_writes(self) -> bool:
+        return self.ml.resume_writes()
+
+    async def wait_for_appends(self, count: int) -> None:
+        async with self.appends_seen:
+            await asyncio.wait_for(self.appends_seen.wait_for(lambda: len(self.requested) >= count), WAIT_S)
+
+
+TASKS: set[asyncio.Task[None]] = set()
+
+
+async def test_a_record_into_an_idle_log_is_written_at_once_as_a_plain_entry() -> None:
     ml = await open_log()
-    writer = BufferedWriter(ml, LogKind.TRANSACTION, ON)
+    slow = BatchingConfig(enabled=True, max_records=100, max_bytes=1 << 20, max_delay_ms=60_000)
+    writer = BufferedWriter(ml, LogKind.TRANSACTION, slow)
+    (position,) = await written([writer.write(b"only")])  # would time out if it waited for the 60 s delay
+    assert (position.batch_size, position.batch_index) == (1, 0)
+    assert await entries_of(ml) == [b"only"]  # plain: nothing else was there to batch with
+    assert sum(writer.metrics.triggers.values()) == 0
+
+
+async def test_2000_small_records_make_one_lone_entry_then_batches_of_512_in_order() -> None:
+    ml = await open_log()
+    writer = BufferedWriter(ml, LogKind.TRANSACTION, BatchingConfig(enabled=True, max_delay_ms=60_000))
     records = [f"r{i}".encode() for i in range(2000)]
     positions = await written([writer.write(r) for r in records])
     entries = await entries_of(ml)
-    assert len(entries) == 4
-    assert [len(decode_entry(LogKind.TRANSACTION, e)) for e in entries] == [512, 512, 512, 464]
+    # the first finds the log idle and goes at once; the other 1999 queue behind it
+    assert entries[0] == b"r0" and not is_batched(entries[0])
+    assert [len(decode_entry(LogKind.TRANSACTION, e)) for e in entries[1:]] == [512, 512, 512, 463]
     assert positions == sorted(positions)
-    assert [(p.batch_size, p.batch_index) for p in positions[:2]] == [(512, 0), (512, 1)]
-    assert [(p.batch_size, p.batch_index) for p in positions[-1:]] == [(464, 463)]
+    assert [(p.batch_size, p.batch_index) for p in positions[:3]] == [(1, 0), (512, 0), (512, 1)]
+    assert [(p.batch_size, p.batch_index) for p in positions[-1:]] == [(463, 462)]
     flat = [r for e in entries for r in decode_entry(LogKind.TRANSACTION, e)]
     assert flat == records
     assert writer.metrics.triggers[FlushTrigger.MAX_RECORDS] == 3
+    assert writer.metrics.triggers[FlushTrigger.IDLE] == 1  # the last 463 went when the log went idle
+    assert writer.metrics.triggers[FlushTrigger.MAX_DELAY] == 0
+
+
+async def test_records_queued_behind_an_append_go_as_one_entry_when_it_completes() -> None:
+    ml = await open_log()
+    gated = GatedLedger(ml)
+    slow = BatchingConfig(enabled=True, max_records=100, max_bytes=1 << 20, max_delay_ms=60_000)
+    writer = BufferedWriter(gated, LogKind.PENDING_ACK, slow)
+    futures = [writer.write(f"q{i}".encode()) for i in range(10)]
+    await gated.wait_for_appends(1)
+    assert gated.requested == [b"q0"] and writer.pending_records == 9  # a batch fills behind the append
+    gated.gate.set()
+    positions = await written(futures)
+    assert [(p.batch_size, p.batch_index) for p in positions] == [(1, 0), *((9, i) for i in range(9))]
+    assert writer.metrics.triggers[FlushTrigger.IDLE] == 1
+    assert [len(decode_entry(LogKind.PENDING_ACK, e)) for e in await entries_of(ml)] == [1, 9]
+
+
+async def test_delay_flushes_a_batch_while_the_previous_append_is_still_in_flight() -> None:
+    ml = await open_log()
+    gated = GatedLedger(ml)
+    config = BatchingConfig(enabled=True, max_records=100, max_bytes=1 << 20, max_delay_ms=5)
+    writer = BufferedWriter(gated, LogKind.TRANSACTION, config)
+    first = writer.write(b"lead")
+    queued = [writer.write(b"a"), writer.write(b"b")]
+    timer = writer._timer
+    assert timer is not None
+    later = writer.write(b"c")
+    assert writer._timer is timer  # armed once per batch, by its first record, never re-armed
+    await gated.wait_for_appends(2)  # the delay flushed a second append; the first is still held
+    assert gated.requested[1:] == [encode_batch(LogKind.TRANSACTION, [b"a", b"b", b"c"])]
+    assert not first.done()
     assert writer.metrics.triggers[FlushTrigger.MAX_DELAY] == 1
+    gated.gate.set()
+    positions = await written([first, *queued, later])
+    assert positions == sorted(positions)
+    assert [r for e in await entries_of(ml) for r in decode_entry(LogKind.TRANSACTION, e)] == [
+        b"lead", b"a", b"b", b"c"]
 
 
 async def test_size_trigger_flushes_before_max_records() -> None:
     ml = await open_log()
-    writer = BufferedWriter(ml, LogKind.PENDING_ACK, BatchingConfig(enabled=True, max_records=1000,
-                                                                    max_bytes=128 * 1024, max_delay_ms=1000))
+    gated = GatedLedger(ml)
+    writer = BufferedWriter(gated, LogKind.PENDING_ACK, BatchingConfig(enabled=True, max_records=1000,
+                                                                       max_bytes=128 * 1024, max_delay_ms=60_000))
+    lead = writer.write(b"lead")
     record = b"x" * (32 * 1024)
-    positions = await written([writer.write(record) for _ in range(4)])
-    assert {p.batch_size for p in positions} == {4}
-    assert writer.metrics.triggers[FlushTrigger.MAX_SIZE] == 1
+    futures = [writer.write(record) for _ in range(4)]
+    assert writer.metrics.triggers[FlushTrigger.MAX_SIZE] == 1  # flushed on the 4th, while lead is in flight
+    gated.gate.set()
+    positions = await written([lead, *futures])
+    assert {p.batch_size for p in positions[1:]} == {4}
     assert writer.metrics.triggers[FlushTrigger.MAX_DELAY] == 0
-
-
-async def test_delay_trigger_writes_a_lone_record() -> None:
-    ml = await open_log()
-    writer = BufferedWriter(ml, LogKind.TRANSACTION, BatchingConfig(enabled=True, max_records=100,
-                                                                    max_bytes=1 << 20, max_delay_ms=5))
-    (position,) = await written([writer.write(b"only")])
-    assert (position.batch_size, position.batch_index) == (1, 0)
-    assert writer.metrics.triggers[FlushTrigger.MAX_DELAY] == 1
-    (entry,) = await entries_of(ml)
-    assert is_batched(entry)  # a batch of one: the delay flushed it, not the size rule
 
 
 async def test_large_record_is_written_alone_after_what_was_pending_and_in_order() -> None:
     ml = await open_log()
     writer = BufferedWriter(ml, LogKind.TRANSACTION, ON)
     big = b"B" * ON.max_bytes
-    futures = [writer.write(b"a"), writer.write(b"b"), writer.write(big), writer.write(b"c")]
+    futures = [writer.write(b"a"), writer.write(b"b"), writer.write(b"b2"), writer.write(big), writer.write(b"c")]
     positions = await written(futures)
     assert positions == sorted(positions)
     entries = await entries_of(ml)
-    assert [decode_entry(LogKind.TRANSACTION, e) for e in entries] == [[b"a", b"b"], [big], [b"c"]]
-    assert not is_batched(entries[1])  # written plain, unbatched
-    assert positions[2].batch_size == 1
+    assert [decode_entry(LogKind.TRANSACTION, e) for e in entries] == [[b"a"], [b"b", b"b2"], [big], [b"c"]]
+    assert not is_batched(entries[2])  # written plain, unbatched
+    assert positions[3].batch_size == 1
     assert writer.metrics.triggers[FlushTrigger.LARGE_DATA] == 1
+
+
+async def test_switching_batching_on_and_off_applies_at_the_next_write_in_order() -> None:
+    ml = await open_log()
+    gated = GatedLedger(ml)
+    writer = BufferedWriter(gated, LogKind.TRANSACTION, BatchingConfig(enabled=False))
+    futures = [writer.write(b"p0"), writer.write(b"p1")]  # plain: one entry each
+    writer.reconfigure(BatchingConfig(enabled=True, max_records=100, max_bytes=1 << 20, max_delay_ms=60_000))
+    futures += [writer.write(b"b0"), writer.write(b"b1")]  # behind appends in flight: buffered
+    assert writer.pending_records == 2
+    writer.reconfigure(BatchingConfig(enabled=False))  # off: what is buffered goes first, as one entry
+    futures.append(writer.write(b"p2"))
+    assert writer.pending_records == 0
+    gated.gate.set()
+    positions = await written(futures)
+    assert positions == sorted(positions)
+    entries = await entries_of(ml)
+    assert [decode_entry(LogKind.TRANSACTION, e) for e in entries] == [[b"p0"], [b"p1"], [b"b0", b"b1"], [b"p2"]]
+    assert [is_batched(e) for e in entries] == [False, False, True, False]
 
 
 async def test_disabled_writes_plain_entries() -> None:
@@ -149,14 +256,14 @@ async def test_close_fails_pending_records_and_completes_flushed_ones() -> None:
     ml = await open_log()
     writer = BufferedWriter(ml, LogKind.TRANSACTION, BatchingConfig(enabled=True, max_records=10,
                                                                     max_bytes=128 * 1024, max_delay_ms=10_000))
-    flushed = [writer.write(f"f{i}".encode()) for i in range(10)]  # max records: handed to storage
+    flushed = [writer.write(f"f{i}".encode()) for i in range(11)]  # the first alone, then max records: in storage
     pending = [writer.write(b"late-1"), writer.write(b"late-2")]
     await asyncio.wait_for(writer.close(), WAIT_S)
     assert all(f.done() and f.exception() is None for f in flushed)
     assert all(isinstance(f.exception(), WriterClosed) for f in pending)
     after = writer.write(b"after-close")
     assert isinstance(after.exception(), WriterClosed)
-    assert len(await entries_of(ml)) == 1
+    assert len(await entries_of(ml)) == 2
 
 
 async def test_mixed_plain_and_batched_log_replays_to_the_same_records() -> None:
@@ -179,11 +286,12 @@ async def test_entry_kept_until_every_index_released_and_released_records_not_re
     factory = LedgerFactory(store, metadata)
     ml = await factory.open(LOG)
     cursor = await ml.open_cursor("log-cursor", InitialPosition.EARLIEST)
-    writer = BufferedWriter(ml, LogKind.TRANSACTION, ON)
-    positions = await written([writer.write(f"t{i}".encode()) for i in range(4)])
+    writer = BufferedWriter(ml, LogKind.TRANSACTION, BatchingConfig(enabled=True, max_delay_ms=60_000))
+    lead, *positions = await written([writer.write(f"t{i}".encode()) for i in range(-1, 4)])
+    assert {p.batch_size for p in positions} == {4}  # behind the lead record: one batch
     plain = BufferedWriter(ml, LogKind.TRANSACTION, BatchingConfig(enabled=False))
     (lone,) = await written([plain.write(b"lone")])
-    for p in positions[:3]:
+    for p in [lead, *positions[:3]]:
         release(cursor, p)
     assert not cursor.is_acknowledged(positions[0].entry)  # index 3 is still needed
     release(cursor, lone)

@@ -58,7 +58,8 @@ def test_buffered_writer_metrics_have_pulsars_names(broker: BrokerProcess) -> No
     for prefix in ("pulsar_txn_tc", "pulsar_txn_pending_ack_store"):
         for suffix in ("batch_records_bucket", "batch_size_bytes_count", "batch_oldest_record_delay_seconds_sum",
                        "flush_trigger_max_records_total", "flush_trigger_max_size_total",
-                       "flush_trigger_max_delay_total", "flush_trigger_large_data_total"):
+                       "flush_trigger_max_delay_total", "flush_trigger_large_data_total",
+                       "flush_trigger_idle_total"):
             assert f"{prefix}_bufferedwriter_{suffix}" in names, suffix
 
 
@@ -71,37 +72,44 @@ def test_startup_refuses_invalid_batching_settings_naming_the_key(tmp_path: Path
     assert "transactionLogBatchedWriteMaxDelayInMillis must be at least 1" in str(failed.value)
 
 
-async def run_transactions(url: str) -> None:
-    """Three transactional sends and three transactional acks, each its own transaction."""
+async def run_transactions(url: str, in_flight: int = 16, rounds: int = 8) -> None:
+    """``in_flight`` transactions at a time, each a send and an ack: records queue behind the logs' appends."""
     from magnetar.client import Client
 
+    topic = "persistent://public/default/batched-txn"
     async with Client(url, operation_timeout_ms=10_000) as client:
-        producer = await client.create_producer("persistent://public/default/batched-txn")
-        consumer = await client.subscribe("persistent://public/default/batched-txn", "s", initial_position="earliest")
-        for i in range(3):
-            async with client.transaction(timeout_ms=30_000) as txn:
-                await producer.send(f"m{i}".encode(), txn=txn)
-        for _ in range(3):
+        producer = await client.create_producer(topic)
+        consumer = await client.subscribe(topic, "s", subscription_type="Shared", initial_position="earliest")
+        for i in range(in_flight * rounds):
+            await producer.send(f"in{i}".encode())
+
+        async def one() -> None:
             msg = await consumer.receive()
             async with client.transaction(timeout_ms=30_000) as txn:
+                await producer.send(b"out", txn=txn)
                 await consumer.acknowledge(msg, txn=txn)
+
+        for _ in range(rounds):
+            await asyncio.gather(*(one() for _ in range(in_flight)))
 
 
 def test_batched_transactions_count_their_flush_triggers_in_metrics(tmp_path: Path) -> None:
-    """With both logs batched, transactions end up in batched entries and /metrics counts why they flushed."""
+    """With both logs batched and transactions in flight together, records share entries and /metrics counts
+    why each batch was flushed."""
     broker = BrokerProcess(tmp_path / "data", extra_args=(
         "--set", "transactionLogBatchedWriteEnabled=true", "--set", "transactionPendingAckBatchedWriteEnabled=true",
     )).start()
     try:
-        asyncio.run(asyncio.wait_for(run_transactions(broker.url), 60))
+        asyncio.run(asyncio.wait_for(run_transactions(broker.url), 120))
         with urllib.request.urlopen(broker.web_url + "/metrics", timeout=15) as resp:
             samples = {s.name: s.value for f in text_string_to_metric_families(resp.read().decode())
                        for s in f.samples}
         for prefix in ("pulsar_txn_tc", "pulsar_txn_pending_ack_store"):
-            assert samples[f"{prefix}_bufferedwriter_flush_trigger_max_delay_total"] > 0, prefix
-            assert samples[f"{prefix}_bufferedwriter_batch_records_count"] > 0, prefix
+            flushes = sum(samples[f"{prefix}_bufferedwriter_flush_trigger_{t}_total"]
+                          for t in ("max_records", "max_size", "max_delay", "idle"))
+            assert flushes > 0 and samples[f"{prefix}_bufferedwriter_batch_records_count"] > 0, prefix
         status, shown = call(broker.web_url, "GET", BASE)
         assert status == 200
-        assert shown["transactionLog"]["recordsWritten"] >= shown["transactionLog"]["entriesWritten"] > 0
+        assert shown["transactionLog"]["recordsWritten"] > shown["transactionLog"]["entriesWritten"] > 0
     finally:
         broker.kill()

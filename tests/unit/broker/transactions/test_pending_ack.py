@@ -3,6 +3,7 @@ cumulative acks, commit and abort, a failed log write, replay."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 
 import pytest
@@ -56,7 +57,18 @@ class MemoryLog:
         self.records.clear()
 
 
-async def new_store(sub_type: int = SubType.SHARED) -> tuple[PendingAckStore, list[Position], MemoryLog]:
+class Delay:
+    """The store's wait before it flushes the cursor and releases committed records: the test ends it."""
+
+    def __init__(self) -> None:
+        self.over = asyncio.Event()
+
+    async def sleep_ms(self, _delay_ms: int) -> None:
+        await self.over.wait()
+
+
+async def new_store(sub_type: int = SubType.SHARED, delay: Delay | None = None,
+                    ) -> tuple[PendingAckStore, list[Position], MemoryLog]:
     factory = LedgerFactory(MemoryLedgerStore(), MemoryMetadataStore())
     ledger = await factory.open("public/default/persistent/t")
     positions = [await ledger.add_entry(b"m%d" % i) for i in range(4)]
@@ -64,7 +76,14 @@ async def new_store(sub_type: int = SubType.SHARED) -> tuple[PendingAckStore, li
     sub = Subscription("sub", ledger, cursor, ManualClock(), durable=True, read_batch_max=10, read_bytes_max=1 << 20)
     sub.sub_type = sub_type
     log = MemoryLog()
-    return PendingAckStore("persistent://public/default/t", sub, log), positions, log
+    store = PendingAckStore("persistent://public/default/t", sub, log, sleep_ms=(delay or Delay()).sleep_ms)
+    return store, positions, log
+
+
+async def released(store: PendingAckStore, delay: Delay) -> None:
+    """Let the store's wait end and its release of committed records finish."""
+    delay.over.set()
+    await asyncio.wait_for(store.committed_released(), 10)
 
 
 def whole(p: Position) -> AckedId:
@@ -96,7 +115,8 @@ async def test_batch_indexes_conflict_only_when_they_overlap() -> None:
 
 
 async def test_commit_makes_acks_real_and_abort_drops_them() -> None:
-    store, pos, log = await new_store()
+    delay = Delay()
+    store, pos, log = await new_store(delay=delay)
     await store.acknowledge(T1, False, [whole(pos[0]), whole(pos[2])])
     await store.acknowledge(T2, False, [whole(pos[1])])
     await store.end(T1, TxnAction.COMMIT)
@@ -106,6 +126,8 @@ async def test_commit_makes_acks_real_and_abort_drops_them() -> None:
     assert [cursor.is_acknowledged(p) for p in pos] == [True, False, True, False]
     assert not store.is_pending(pos[1]) and store.in_progress() == {}
     assert [type(decode_record(r)) for r in log.records] == [AckRecord, AckRecord, EndRecord, EndRecord]
+    assert log.released == {1, 3}  # the abort's records at once; the commit's wait for the cursor's write
+    await released(store, delay)
     assert log.released == {0, 1, 2, 3}  # every record of an ended transaction is released
     with pytest.raises(TransactionConflict, match="already acked before"):
         await store.acknowledge(T2, False, [whole(pos[0])])
@@ -142,14 +164,17 @@ async def test_a_failed_log_write_reserves_nothing() -> None:
 
 
 async def test_replay_brings_back_exactly_the_pending_acks() -> None:
-    store, pos, log = await new_store()
+    delay = Delay()
+    store, pos, log = await new_store(delay=delay)
     await store.acknowledge(T1, False, [whole(pos[0])])
     await store.acknowledge(T2, False, [AckedId(pos[1], 0b10, 2)])
     await store.end(T1, TxnAction.COMMIT)
+    await released(store, delay)
     assert log.released == {0, 2}
     log.released.discard(2)  # a crash before the release of T1's end reached the log
-    again = PendingAckStore(store.topic, store.sub, log)
+    again = PendingAckStore(store.topic, store.sub, log, sleep_ms=delay.sleep_ms)
     await again.recover()
+    await asyncio.wait_for(again.committed_released(), 10)
     assert log.released == {0, 2}  # replay releases what an end record settles
     assert set(again.in_progress()) == {T2}
     assert again.pending_mask(pos[1]) == 0b10 and not again.is_pending(pos[0])
@@ -166,3 +191,21 @@ async def test_a_cumulative_ack_inside_a_batch_acks_before_it_and_those_indexes(
     again = PendingAckStore(store.topic, store.sub, log)
     await again.recover()
     assert again.in_progress() == {}
+
+
+async def test_a_logged_commit_the_cursor_never_persisted_is_applied_again_by_replay() -> None:
+    store, pos, log = await new_store()
+    await store.acknowledge(T1, False, [whole(pos[0]), AckedId(pos[2], 0b01, 2)])
+    await store.end(T1, TxnAction.COMMIT)
+    assert log.released == set()  # the cursor has not been written since the commit: the log keeps it
+    ledger = store.sub.ledger
+    fresh = await ledger.open_cursor("after-crash", InitialPosition.EARLIEST)  # what a crash leaves: no acks
+    sub = Subscription("after-crash", ledger, fresh, ManualClock(), durable=True, read_batch_max=10,
+                       read_bytes_max=1 << 20)
+    delay = Delay()
+    again = PendingAckStore(store.topic, sub, log, sleep_ms=delay.sleep_ms)
+    await again.recover()
+    assert fresh.is_acknowledged(pos[0]) and fresh.batch_ack_set(pos[2]) == int_to_words(0b10)
+    assert again.in_progress() == {} and not again.has_pending()
+    await released(again, delay)
+    assert log.released == {0, 1}  # the cursor is flushed now: the commit's records can go
