@@ -283,19 +283,32 @@ def partitioned_stats(
 def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
     """PersistentTopicInternalStats: the managed ledger, its ledgers and its cursors."""
     ledger = topic.ledger
-    summaries = ledger.ledgers()
-    current = summaries[-1] if summaries else None
-    state = getattr(ledger, "state", None)
-    opened = state is None or getattr(state, "value", "") == "open"
     cursors = {}
     for name, sub in topic.subscriptions.items():
         cursors[name] = cursor_stats(sub)
         cursors[name]["messagesConsumedCounter"] = sub.acked_counter
-    for name, cursor in ledger.cursors.items():  # system cursors (deduplication, replication): no subscription
-        if name not in cursors:
-            cursors[name] = _cursor_json(cursor.mark_delete_position, cursor.read_position,
-                                         cursor.individually_deleted_ranges(), cursor.backlog_entries(),
-                                         cursor.properties)
+    return {
+        **managed_ledger_internal_stats(ledger, cursors),
+        "schemaLedgers": [],
+        "compactedLedger": compacted_ledger_json(topic.compacted),
+        "properties": dict(ledger.properties),
+    }
+
+
+def managed_ledger_internal_stats(ledger: ManagedLedger, cursors: dict[str, dict[str, Any]] | None = None,
+                                  ) -> dict[str, Any]:
+    """ManagedLedgerInternalStats: the ledger's counters, its ledgers, and its cursors (``cursors`` given by
+    the caller first, e.g. subscriptions with their counters; the ledger's other cursors as they stand)."""
+    summaries = ledger.ledgers()
+    current = summaries[-1] if summaries else None
+    state = getattr(ledger, "state", None)
+    opened = state is None or getattr(state, "value", "") == "open"
+    shown = dict(cursors or {})
+    for name, cursor in ledger.cursors.items():  # system cursors (deduplication, replication, logs' own)
+        if name not in shown:
+            shown[name] = _cursor_json(cursor.mark_delete_position, cursor.read_position,
+                                       cursor.individually_deleted_ranges(), cursor.backlog_entries(),
+                                       cursor.properties)
     return {
         "entriesAddedCounter": ledger.entries_added,
         "numberOfEntries": ledger.number_of_entries(),
@@ -309,10 +322,7 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
         "lastConfirmedEntry": _pos(ledger.last_confirmed),
         "state": "LedgerOpened" if opened else "Closed",
         "ledgers": [ledger_json(s, ledger.offload_reads) for s in summaries],
-        "cursors": cursors,
-        "schemaLedgers": [],
-        "compactedLedger": compacted_ledger_json(topic.compacted),
-        "properties": dict(ledger.properties),
+        "cursors": shown,
     }
 
 

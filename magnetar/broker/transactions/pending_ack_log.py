@@ -155,6 +155,11 @@ class ManagedLedgerAckLog:
     def name(self) -> str:
         return self._ledger.name
 
+    @property
+    def ledger(self) -> ManagedLedger:
+        """The log's managed ledger (its internal stats are the subscription's pendingAckInternalStats)."""
+        return self._ledger
+
     async def append(self, record: Record) -> RecordPosition:
         try:
             position = await self._writer.write(encode_record(record))
@@ -167,9 +172,7 @@ class ManagedLedgerAckLog:
         return [(p, decode_record(data)) async for p, data in log_records.replay(self._cursor, LogKind.PENDING_ACK)]
 
     def release(self, handles: Iterable[object]) -> None:
-        for handle in handles:
-            if isinstance(handle, RecordPosition):
-                log_records.release(self._cursor, handle)
+        log_records.release_all(self._cursor, [h for h in handles if isinstance(h, RecordPosition)])
         self._releases_since_trim += 1
         if self._releases_since_trim >= TRIM_EVERY_RELEASES and self._trim_task is None:
             self._releases_since_trim = 0

@@ -203,16 +203,35 @@ def _offload_status(a: argparse.Namespace) -> list[Call]:
 
 
 def _coordinator_verbs() -> list[Verb]:
-    """pulsar-admin's ``transactions coordinator-stats``, ``transaction-metadata``, ``slow-transactions``."""
+    """pulsar-admin's ``transactions coordinator-stats``, ``coordinator-internal-stats``,
+    ``pending-ack-internal-stats``, ``transaction-metadata``, ``slow-transactions``."""
     base = "/admin/v3/transactions"
     tc: Spec = (("-c", "--coordinator-id"), {"type": int, "help": "one coordinator (default: all)"})
+    metadata: Spec = (("-m", "--metadata"), {"action": "store_true", "help": "with ledger metadata"})
 
     def which(a: argparse.Namespace) -> dict[str, str] | None:
         return None if a.coordinator_id is None else {"coordinatorId": str(a.coordinator_id)}
 
+    def pending_ack(a: argparse.Namespace) -> Call:
+        path = topic_path(a.topic)
+        if not path.startswith("/admin/v2/persistent/"):
+            raise UsageError("Pending acks exist on persistent topics only")
+        path = path.removeprefix("/admin/v2/persistent/")
+        return Call("GET", f"{base}/pendingAckInternalStats/{path}/{urllib.parse.quote(a.subscription, safe='')}",
+                    query={"metadata": "true"} if a.metadata else None)
+
     return [
         Verb("transactions", ("coordinator-stats",), (tc,),
              lambda a: Call("GET", f"{base}/coordinatorStats", query=which(a)), "stats of the coordinators"),
+        Verb("transactions", ("coordinator-internal-stats",), (
+            (("-c", "--coordinator-id"), {"type": int, "required": True}), metadata),
+             lambda a: Call("GET", f"{base}/coordinatorInternalStats/{a.coordinator_id}",
+                            query={"metadata": "true"} if a.metadata else None),
+             "internal stats of a coordinator's log (its managed ledger)"),
+        Verb("transactions", ("pending-ack-internal-stats",), (
+            (("-t", "--topic"), {"required": True}), (("-s", "--sub-name"), {"required": True, "dest": "subscription"}),
+            metadata),
+             pending_ack, "internal stats of a subscription's pending-ack log (its managed ledger)"),
         Verb("transactions", ("transaction-metadata",), (
             (("-m", "--most-sig-bits"), {"type": int, "required": True}),
             (("-l", "--least-sig-bits"), {"type": int, "required": True})),

@@ -1,6 +1,8 @@
 """Admin routes of the transaction coordinators, on Pulsar's ``/admin/v3/transactions/...`` paths and JSON shapes:
-``coordinatorStats`` (TransactionCoordinatorStats), ``transactionMetadata/{most}/{least}`` (TransactionMetadata)
-and ``slowTransactions/{timeout}`` (txn id → TransactionMetadata). With transactions disabled they answer 503.
+``coordinatorStats`` (TransactionCoordinatorStats), ``coordinatorInternalStats/{id}``
+(TransactionCoordinatorInternalStats: the coordinator log's managed-ledger internal stats),
+``transactionMetadata/{most}/{least}`` (TransactionMetadata) and ``slowTransactions/{timeout}`` (txn id →
+TransactionMetadata). With transactions disabled they answer 503.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from aiohttp import web
 from magnetar.broker.errors import NotFound, ServiceNotReady
 from magnetar.broker.names import TopicName
 from magnetar.broker.service import BrokerService
+from magnetar.broker.stats import managed_ledger_internal_stats
 from magnetar.broker.transactions.api import CoordinatorNotFound, TransactionNotFound, TxnId
 from magnetar.broker.transactions.coordinator import TransactionCoordinator, TxnMeta
 from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
@@ -22,6 +25,7 @@ from magnetar.server.admin.routes import Route, int_value, match, ok
 BASE = "/admin/v3/transactions"
 OBJECT: dict[str, Any] = {"type": "object"}
 COORDINATOR_ID = {"coordinatorId": {"type": "integer", "minimum": 0}}
+METADATA_FLAG = {"metadata": {"type": "boolean"}}  # Pulsar's flag for ledger metadata: magnetar's ledgers show none
 
 
 def coordinator_stats(tc: TransactionCoordinator) -> dict[str, Any]:
@@ -34,6 +38,13 @@ def coordinator_stats(tc: TransactionCoordinator) -> dict[str, Any]:
         "recoverStartTime": tc.recover_start_ms,
         "recoverEndTime": tc.recover_end_ms,
     }
+
+
+def coordinator_internal_stats(tc: TransactionCoordinator) -> dict[str, Any]:
+    """Pulsar's TransactionCoordinatorInternalStats: TransactionLogStats of the coordinator's log."""
+    ledger = tc.log.ledger
+    return {"transactionLogStats": {"managedLedgerName": ledger.name,
+                                    "managedLedgerInternalStats": managed_ledger_internal_stats(ledger)}}
 
 
 def transaction_metadata(broker: BrokerService, meta: TxnMeta) -> dict[str, Any]:
@@ -87,6 +98,9 @@ def coordinator_routes(broker: BrokerService) -> list[Route]:
             return ok(coordinator_stats(selected(req)[0]))
         return ok({str(tc.tc_id): coordinator_stats(tc) for tc in selected(req)})
 
+    async def internal(req: web.Request) -> web.Response:
+        return ok(coordinator_internal_stats(one(int_value(match(req, "coordinatorId"), "coordinatorId"))))
+
     async def metadata(req: web.Request) -> web.Response:
         most = int_value(match(req, "most"), "mostSigBits")
         least = int_value(match(req, "least"), "leastSigBits")
@@ -111,6 +125,9 @@ def coordinator_routes(broker: BrokerService) -> list[Route]:
     return [
         Route("GET", f"{BASE}/coordinatorStats", stats, "Stats of the transaction coordinators (one with "
               "coordinatorId)", "transactions", result=OBJECT, query=COORDINATOR_ID),
+        Route("GET", f"{BASE}/coordinatorInternalStats/{{coordinatorId}}", internal,
+              "Internal stats of a transaction coordinator's log (its managed ledger)", "transactions",
+              result=OBJECT, query=METADATA_FLAG),
         Route("GET", f"{BASE}/transactionMetadata/{{most}}/{{least}}", metadata,
               "Metadata of one transaction", "transactions", result=OBJECT),
         Route("GET", f"{BASE}/slowTransactions/{{timeout}}", slow,

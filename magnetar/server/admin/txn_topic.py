@@ -1,5 +1,6 @@
 """Admin routes for the topic side of transactions (Pulsar's ``/admin/v3/transactions`` resource):
-``transactionBufferStats``, ``pendingAckStats``, ``transactionInBufferStats`` and
+``transactionBufferStats``, ``pendingAckStats``, ``pendingAckInternalStats`` (the pending-ack log's
+managed-ledger internal stats, Pulsar's TransactionPendingAckInternalStats), ``transactionInBufferStats`` and
 ``transactionInPendingAckStats``, with Pulsar's JSON shapes (built in ``broker.transactions.txn_stats``).
 """
 
@@ -12,8 +13,10 @@ from aiohttp import web
 from magnetar.broker.admin import BrokerAdmin, parse_topic
 from magnetar.broker.errors import NotFound, ServiceNotReady, SubscriptionNotFound
 from magnetar.broker.names import TopicName
+from magnetar.broker.stats import managed_ledger_internal_stats
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnId
+from magnetar.broker.transactions.pending_ack_log import ManagedLedgerAckLog
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.broker.transactions.txn_stats import (
     buffer_stats,
@@ -28,6 +31,7 @@ TOPIC = "{tenant}/{namespace}/{topic}"
 TXN = "{mostSigBits}/{leastSigBits}"
 OBJECT: dict[str, Any] = {"type": "object"}
 FLAGS = {"lowWaterMarks": {"type": "boolean"}, "segmentStats": {"type": "boolean"}}
+METADATA_FLAG = {"metadata": {"type": "boolean"}}  # Pulsar's flag for ledger metadata: magnetar's ledgers show none
 
 
 def _topic(req: web.Request) -> TopicName:
@@ -70,6 +74,15 @@ def txn_topic_routes(admin: BrokerAdmin) -> list[Route]:
         txn, name = await subscription(req)
         return ok(pending_ack_stats(txn.stores.get(name)))
 
+    async def pa_internal(req: web.Request) -> web.Response:
+        txn, name = await subscription(req)
+        store = txn.stores.get(name)
+        if store is None or not isinstance(store.log, ManagedLedgerAckLog):
+            raise NotFound(f"Subscription {name} has no pending-ack log: it never acknowledged in a transaction")
+        ledger = store.log.ledger
+        return ok({"pendingAckLogStats": {"managedLedgerName": ledger.name,
+                                          "managedLedgerInternalStats": managed_ledger_internal_stats(ledger)}})
+
     async def in_buffer(req: web.Request) -> web.Response:
         topic = await _viewed(admin, req)
         return ok(txn_in_buffer_stats(_transactions(topic).buffer, _txn(req)))
@@ -83,6 +96,9 @@ def txn_topic_routes(admin: BrokerAdmin) -> list[Route]:
               "transactions", result=OBJECT, query=FLAGS),
         Route("GET", f"{BASE}/pendingAckStats/{TOPIC}/{{subName}}", pa_stats,
               "A subscription's pending-ack stats", "transactions", result=OBJECT, query=FLAGS),
+        Route("GET", f"{BASE}/pendingAckInternalStats/{TOPIC}/{{subName}}", pa_internal,
+              "Internal stats of a subscription's pending-ack log (its managed ledger)", "transactions",
+              result=OBJECT, query=METADATA_FLAG),
         Route("GET", f"{BASE}/transactionInBufferStats/{TOPIC}/{TXN}", in_buffer,
               "One transaction in a topic's transaction buffer", "transactions", result=OBJECT),
         Route("GET", f"{BASE}/transactionInPendingAckStats/{TOPIC}/{{subName}}/{TXN}", in_pending_ack,
