@@ -248,7 +248,8 @@ class Connection:
         try:
             self.send(build(request_id))
             try:
-                return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+                async with asyncio.timeout(timeout_s):  # one timer handle, no waiter task (wait_for makes both)
+                    return await asyncio.shield(fut)
             except TimeoutError:
                 if request_id in self._unbounded:
                     return await fut

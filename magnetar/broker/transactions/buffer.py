@@ -134,9 +134,11 @@ class TransactionBuffer:
         return self._snapshots.info(self.topic)
 
     def _recompute(self) -> None:
-        limits = [before(p) for p in self._ongoing.values()]
-        limits.extend(fence for fence, _ in self._first_in_flight.values())
-        new = min(limits) if limits else None
+        """Once per SEND and per end: a C-level min over the open transactions, not a list of new positions."""
+        new = before(min(self._ongoing.values())) if self._ongoing else None
+        if self._first_in_flight:
+            fence = min(fence for fence, _ in self._first_in_flight.values())
+            new = fence if new is None else min(new, fence)
         if new != self._max_read:
             self._max_read = new
             self._on_change()

@@ -257,7 +257,8 @@ class TransactionCoordinator:
         delay_ms = self._end.backoff_initial_ms
         for attempt in range(1, self._end.attempts_max + 1):
             try:
-                await asyncio.wait_for(call(), self._end.call_timeout_ms / 1000)
+                async with asyncio.timeout(self._end.call_timeout_ms / 1000):  # no task per call, unlike wait_for
+                    await call()
                 return
             except _GONE as exc:
                 log.warning("ending %s: participant is gone (%s); nothing to end there", txn, exc)

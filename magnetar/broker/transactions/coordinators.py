@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ ASSIGN_TOPIC: Final = TopicName.parse("persistent://pulsar/system/transaction_co
 LOG_TOPIC_PREFIX: Final = "__transaction_log_"
 TIMEOUT_CHECK_INTERVAL_MS_MAX: Final = 1_000.0
 TIMEOUT_CHECK_INTERVAL_MS_MIN: Final = 10.0
+NAMES_CACHED_MAX: Final = 4096  # normalised topic names remembered
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +51,12 @@ class CoordinatorSettings:
     max_timeout_ms: int = 0  # transactionTimeoutMaxMillis: a larger txn_ttl is lowered to it; 0 = no cap
     max_active: int = 0  # maxActiveTransactionsPerCoordinator, 0 = no limit
     end_policy: EndPolicy = field(default_factory=EndPolicy)
+
+
+@functools.lru_cache(maxsize=NAMES_CACHED_MAX)
+def normalised(topic: str) -> str:
+    """A topic name as the broker keys it (the same few names come in every transaction: parsed once)."""
+    return str(TopicName.parse(topic))
 
 
 def is_coordinator_log(topic: TopicName) -> bool:
@@ -137,11 +145,11 @@ class TransactionCoordinatorService:
         return txn
 
     async def add_partitions(self, txn: TxnId, partitions: Iterable[str]) -> None:
-        names = [str(TopicName.parse(p)) for p in partitions]
+        names = [normalised(p) for p in partitions]
         await self.coordinator(txn.most).add_partitions(txn, names)
 
     async def add_subscriptions(self, txn: TxnId, subscriptions: Iterable[tuple[str, str]]) -> None:
-        subs = [(str(TopicName.parse(t)), s) for t, s in subscriptions]
+        subs = [(normalised(t), s) for t, s in subscriptions]
         for _, sub in subs:
             if not sub:
                 raise TxnError("A subscription name is required")

@@ -9,7 +9,7 @@ the log holds (batching can be switched at runtime).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 from magnetar.broker.transactions.buffered_writer import RecordPosition
 from magnetar.ledger.api import Cursor
@@ -24,6 +24,22 @@ def release(cursor: Cursor, position: RecordPosition) -> None:
     if not position.batched:
         cursor.acknowledge([position.entry])
         return
+    _release_index(cursor, position)
+
+
+def release_all(cursor: Cursor, positions: Iterable[RecordPosition]) -> None:
+    """The records at ``positions`` are no longer needed: the plain entries acked in one call."""
+    plain = []
+    for position in positions:
+        if position.batched:
+            _release_index(cursor, position)
+        else:
+            plain.append(position.entry)
+    if plain:
+        cursor.acknowledge(plain)
+
+
+def _release_index(cursor: Cursor, position: RecordPosition) -> None:
     words = cursor.batch_ack_set(position.entry)
     unacked = all_set(position.batch_size) if words is None else words_to_int(words, position.batch_size)
     unacked &= ~(1 << position.batch_index)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import ServiceNotReady, TopicNotFound
 from magnetar.broker.names import TopicName
-from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 
@@ -27,10 +26,12 @@ class BrokerParticipants:
         self._broker = broker
 
     async def _transactions(self, topic: str) -> TopicTransactions | None:
-        try:
-            loaded: PersistentTopic = await self._broker.get_topic(TopicName.parse(topic), create=False)
-        except TopicNotFound:
-            return None
+        loaded = self._broker.topics.get(topic)  # the coordinator names topics normalised: no parse when loaded
+        if loaded is None:
+            try:
+                loaded = await self._broker.get_topic(TopicName.parse(topic), create=False)
+            except TopicNotFound:
+                return None
         if loaded.txn is None:
             raise ServiceNotReady(f"Topic {topic} has no transaction buffer")
         return loaded.txn

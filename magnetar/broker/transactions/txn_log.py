@@ -185,8 +185,7 @@ class TxnLog:
 
     def release(self, positions: Iterable[RecordPosition]) -> None:
         """The records of a finished transaction are no longer needed for recovery."""
-        for position in positions:
-            log_records.release(self._cursor, position)
+        log_records.release_all(self._cursor, positions)
         self._releases_since_trim += 1
 
     async def trim_if_due(self) -> None:
