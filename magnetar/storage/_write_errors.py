@@ -20,8 +20,9 @@ REPORT_INTERVAL_MS = 60_000
 
 
 class WriteErrorLog:
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, recovers_when: str = "the disk accepts writes again") -> None:
         self._clock = clock
+        self._recovers_when = recovers_when
         self._reported_ms = 0.0
         self.failures = 0  # since writes last succeeded
         self.total_failures = 0
@@ -38,8 +39,8 @@ class WriteErrorLog:
             self._reported_ms = now
             logger.error(
                 "ledger %s: %s failed: %s (%d failures since writes last succeeded); sends fail with "
-                "PersistenceError and are resent by clients until the disk accepts writes again",
-                ledger_id, what, exc, self.failures,
+                "PersistenceError and are resent by clients until %s",
+                ledger_id, what, exc, self.failures, self._recovers_when,
             )
 
     def succeeded(self) -> None:

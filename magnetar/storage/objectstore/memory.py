@@ -1,7 +1,8 @@
 """An S3 bucket in memory, for unit tests and the seeded simulator: conditional creates, ranges, faults.
 
 :class:`MemoryBucket` holds the objects and outlives every client (as S3 outlives a broker process); it
-counts every successful create per key, so a test can check that each key was won exactly once.
+keeps every successful create (numbered, with its body, deleted or not), so a test can check that each key
+was won exactly once and that an acknowledged append's object was created, and when.
 :class:`MemoryObjectClient` is one process's connection to it, with its own faults as its plan decides
 (``magnetar.faults.FaultPlan`` over the ops ``put``, ``get``, ``list``, ``delete``):
 
@@ -42,8 +43,10 @@ class MemoryBucket:
     def __init__(self, *, conditional_writes: bool = True) -> None:
         self.objects: dict[str, bytes] = {}
         self.creates: Counter[str] = Counter()  # successful creates per key
+        self.history: dict[str, list[tuple[int, bytes]]] = {}  # every create per key: (its number, its body)
         self.conditional_writes = conditional_writes
         self.puts = 0
+        self.deletes = 0
 
     def create(self, key: str, body: bytes) -> None:
         if self.conditional_writes and key in self.objects:
@@ -51,6 +54,7 @@ class MemoryBucket:
         self.objects[key] = bytes(body)
         self.creates[key] += 1
         self.puts += 1
+        self.history.setdefault(key, []).append((self.puts, self.objects[key]))
 
 
 class MemoryObjectClient:
@@ -125,7 +129,8 @@ class MemoryObjectClient:
     async def delete(self, keys: Sequence[str]) -> None:
         await self._request("delete", keys[0] if keys else "")
         for key in keys:
-            self.bucket.objects.pop(key, None)
+            if self.bucket.objects.pop(key, None) is not None:
+                self.bucket.deletes += 1
 
     async def close(self) -> None:
         self.closed = True

@@ -175,7 +175,8 @@ class ObjectLedgerStore:
             raise ValueError(f"prefix {prefix!r} must end with '/'")
         requests = Requests(
             client, attempts_max=settings.attempts_max, backoff_ms=settings.backoff_ms,
-            backoff_ms_max=settings.backoff_ms_max, sleep_ms=sleep_ms, errors=WriteErrorLog(clock),
+            backoff_ms_max=settings.backoff_ms_max, sleep_ms=sleep_ms,
+            errors=WriteErrorLog(clock, recovers_when="the object store answers again"),
         )  # fmt: skip
         if probe:
             await probe_conditional_writes(client, prefix, token)
@@ -446,7 +447,8 @@ class ObjectLedgerStore:
                                             ledger_id)
         await self._refresh(ledger)
         if ledger.seal_seq is None:
-            raise StorageIOError(f"ledger {ledger_id}: the fence at {seq} is not in its chain", ledger_id)
+            raise StorageIOError(f"ledger {ledger_id}: the fence at {seq} is not in its chain of chunks (deleted "
+                                 "meanwhile?)", ledger_id)
 
     async def delete(self, ledger_id: int) -> None:
         ledger, _ = await self._ledger(ledger_id)
