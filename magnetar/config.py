@@ -25,6 +25,7 @@ from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.metadata.settings import MetadataSettings, SessionExpiredPolicy, check_url
 from magnetar.server.auth.settings import SecuritySettings
 from magnetar.server.standalone import StandaloneSettings
+from magnetar.storage.objectstore.settings import LedgerStoreConfig, parse_ledger_store_url
 from magnetar.storage.offload.api import OffloadSettings
 from magnetar.storage.offload.profile import ProfileError, apply_profile, parse_profile
 
@@ -84,6 +85,13 @@ def _str(text: str) -> str:
 def _crash_points(text: str) -> str:
     crashpoints.parse(text)  # refuses unknown names and bad counts
     return text.strip()
+
+
+def _not_negative(text: str) -> int:
+    value = int(text.strip())
+    if value < 0:
+        raise ValueError(f"must not be negative, got {value}")
+    return value
 
 
 def _nonempty(text: str) -> str:
@@ -288,6 +296,14 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "metadataStoreOperationTimeoutSeconds": ("metadata", "operation_timeout_s", _positive, 1),
     "zookeeperSessionExpiredPolicy": ("metadata", "session_expired_policy",
                                       lambda t: SessionExpiredPolicy(t.strip().lower()), 1),
+    # where ledgers live: embedded: (files under the data directory) or s3://BUCKET[/PREFIX]
+    "ledgerStoreUrl": ("ledger_store", "url", parse_ledger_store_url, 1),
+    "ledgerStoreServiceEndpoint": ("ledger_store", "service_endpoint", _str, 1),
+    "ledgerStoreRegion": ("ledger_store", "region", _str, 1),
+    "ledgerStoreRequestTimeoutMillis": ("ledger_store", "request_timeout_ms", _positive, 1),
+    "ledgerStoreFlushMaxDelayMillis": ("ledger_store", "flush_max_delay_ms", _not_negative, 1),
+    "ledgerStoreFlushMaxBytes": ("ledger_store", "flush_max_bytes", _positive, 1),
+    "ledgerStoreReadCacheSizeBytes": ("ledger_store", "read_cache_bytes", _not_negative, 1),
 }
 _KEYS.update({
     # fault injection for the crash tests (never set in production): storage deletes fail at random
@@ -365,7 +381,7 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
     """Apply Pulsar-named ``values`` on top of ``base`` (defaults when None)."""
     base = base or StandaloneSettings()
     changes: dict[str, dict[str, Any]] = {"settings": {}, "broker": {}, "ledger": {}, "security": {}, "offload": {},
-                                          "metadata": {}}
+                                          "metadata": {}, "ledger_store": {}}
     changes.update({section: {} for section in _NESTED_BROKER_SECTIONS})
     ignored = Ignored.of(key for key, text in values.items() if key not in _KEYS and text != "")
     if ignored.summary():
@@ -407,4 +423,6 @@ def build_settings(values: Mapping[str, str], base: StandaloneSettings | None = 
     wrong = metadata.problems()
     if wrong:
         raise ConfigError("; ".join(wrong))
-    return dataclasses.replace(base, broker=broker, security=security, metadata=metadata, **changes["settings"])
+    ledger_store: LedgerStoreConfig = dataclasses.replace(base.ledger_store, **changes["ledger_store"])
+    return dataclasses.replace(base, broker=broker, security=security, metadata=metadata, ledger_store=ledger_store,
+                               **changes["settings"])

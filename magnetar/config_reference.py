@@ -16,6 +16,8 @@ MAGNETAR_KEYS = frozenset({
     "topicTwoPhaseDeletionEnabled", "twoPhaseDeletionLedgerDeletionParallelism", "twoPhaseDeletionMaxRetryDeleteCount",
     "twoPhaseDeletionReconsumeLaterInSeconds", "magnetarTestingCrashPoints", "magnetarTestingFsyncFailureProbability",
     "magnetarTestingStorageDeleteFailureProbability",
+    "ledgerStoreUrl", "ledgerStoreServiceEndpoint", "ledgerStoreRegion", "ledgerStoreRequestTimeoutMillis",
+    "ledgerStoreFlushMaxDelayMillis", "ledgerStoreFlushMaxBytes", "ledgerStoreReadCacheSizeBytes",
 })
 
 #: older spellings still read: alias -> the key to write

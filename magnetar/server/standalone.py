@@ -54,6 +54,8 @@ from magnetar.server.web import web_app
 from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
 from magnetar.storage.faulty import FailingFsync, FaultPlan, FaultyLedgerStore
+from magnetar.storage.objectstore.opening import open_s3_ledger_store
+from magnetar.storage.objectstore.settings import LedgerStoreConfig
 from magnetar.storage.offload import BlockOffloadStore, OffloadError, OffloadSettings, open_offload_store
 
 log = logging.getLogger("magnetar.standalone")
@@ -89,6 +91,7 @@ class StandaloneSettings:
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     metadata: MetadataSettings = field(default_factory=MetadataSettings)
+    ledger_store: LedgerStoreConfig = field(default_factory=LedgerStoreConfig)  # ledgerStoreUrl and friends
 
 
 class Standalone:
@@ -241,14 +244,25 @@ class Standalone:
             plain += f" tls pulsar+ssl://{host}:{self.broker_port_tls} https://{host}:{self.web_port_tls}"
         log.info("magnetar standalone ready: %s", plain)
 
-    async def _open_stores(self) -> None:
-        """The ledger store first: its lock keeps a second process off the data directory."""
+    async def _open_object_store(self) -> LedgerStore:
+        """Ledgers in an S3-compatible bucket (ledgerStoreUrl=s3://...): probed for conditional writes first."""
+        config = self.settings.ledger_store
+        where = f"ledgerStoreUrl=s3://{config.url.bucket}/{config.url.prefix}"
+        endpoint = config.service_endpoint or "AWS"
+        log.info("opening ledger store %s at %s (flush window %d ms, %d bytes)", where, endpoint,
+                 config.flush_max_delay_ms, config.flush_max_bytes)
+        try:
+            return await open_s3_ledger_store(config, clock=self.clock)
+        except StorageError as exc:
+            raise StartupError(f"cannot use {where} ({endpoint}): {exc}") from exc
+
+    async def _open_embedded_store(self) -> LedgerStore:
+        """Ledgers in the data directory (the default): its lock keeps a second process off the directory."""
         s = self.settings
         where = f"data directory {s.data_dir} (--data-dir)"
+        log.info("recovering ledger store %s (journalSyncData=%s)", s.data_dir / "ledgers", s.journal_sync_data)
         try:
-            s.data_dir.mkdir(parents=True, exist_ok=True)
-            log.info("recovering ledger store %s (journalSyncData=%s)", s.data_dir / "ledgers", s.journal_sync_data)
-            self.store = self._given_store or await EmbeddedLedgerStore.open(
+            return await EmbeddedLedgerStore.open(
                 s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data,
                 open_files_max=s.open_file_limit, fsync=FailingFsync(self._fsync_plan),
             )
@@ -256,6 +270,19 @@ class Standalone:
             if isinstance(exc.__cause__, BlockingIOError):
                 raise StartupError(f"{where} is in use by another magnetar process") from exc
             raise StartupError(f"cannot open {where}: {_reason(exc.__cause__ or exc)}") from exc
+
+    async def _open_stores(self) -> None:
+        """The ledger store first (given, in a bucket, or embedded), then the metadata store."""
+        s = self.settings
+        where = f"data directory {s.data_dir} (--data-dir)"
+        try:
+            s.data_dir.mkdir(parents=True, exist_ok=True)
+            if self._given_store is not None:
+                self.store = self._given_store
+            elif s.ledger_store.url.shared:
+                self.store = await self._open_object_store()
+            else:
+                self.store = await self._open_embedded_store()
         except OSError as exc:
             raise StartupError(f"cannot use {where}: {_reason(exc)}") from exc
         if s.storage_delete_failure_probability > 0:

@@ -71,3 +71,20 @@ def parse_ledger_store_url(url: str) -> LedgerStoreUrl:
         raise ValueError(f"ledgerStoreUrl {url!r}: {bucket!r} is not a valid S3 bucket name")
     prefix = prefix.strip("/")
     return LedgerStoreUrl("s3", bucket, f"{prefix}/" if prefix else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerStoreConfig:
+    """Where ledgers live and how the object store is reached (the ``ledgerStore*`` keys)."""
+
+    url: LedgerStoreUrl = LedgerStoreUrl("embedded")
+    service_endpoint: str = ""  # ledgerStoreServiceEndpoint; empty: AWS's endpoint for the region
+    region: str = ""  # ledgerStoreRegion; empty: the AWS credential chain's
+    request_timeout_ms: int = 10_000  # ledgerStoreRequestTimeoutMillis: connect and read timeout per request
+    flush_max_delay_ms: int = FLUSH_MAX_DELAY_MS_DEFAULT  # ledgerStoreFlushMaxDelayMillis
+    flush_max_bytes: int = FLUSH_MAX_BYTES_DEFAULT  # ledgerStoreFlushMaxBytes
+    read_cache_bytes: int = 64 * MIB  # ledgerStoreReadCacheSizeBytes
+
+    def tuning(self) -> ObjectLedgerSettings:
+        return ObjectLedgerSettings(flush_max_delay_ms=self.flush_max_delay_ms, flush_max_bytes=self.flush_max_bytes,
+                                    read_cache_bytes=self.read_cache_bytes)
