@@ -4,7 +4,9 @@ It compares what storage holds with what metadata references and what is pending
 
 - **orphan**: in storage, listed by no managed-ledger record, in no unhandled deletion message, and (on a
   live broker) not claimed by its owner as being created right now;
-- **dangling**: listed by a record but missing from storage (data a reader will not find).
+- **dangling**: listed by a record but missing from storage (data a reader will not find);
+- **object orphan** (a store in an object store only): data objects of a ledger that no longer exists, left by
+  a write that landed after its ledger's delete.
 
 Reads only: records through the metadata store, pending messages straight from the deletion topics'
 stored ledgers (everything after their cursor's mark-delete position counts as pending: an
@@ -19,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from magnetar.broker.deletion.messages import InvalidDeletionMessage, decode
 from magnetar.broker.deletion.topics import NAMESPACE_PATH, TOPIC
@@ -35,6 +37,7 @@ from magnetar.ledger.factory import list_managed_ledgers
 from magnetar.ledger.formats import cursor_key, decode_cursor, decode_ledger, ledger_key
 from magnetar.metadata.api import MetadataStore
 from magnetar.storage.api import LedgerInfo, LedgerNotFound
+from magnetar.storage.objectstore.orphans import ObjectOrphan
 from magnetar.storage.offload.api import OffloadContext
 
 #: ``(metadata, managed-ledger names) -> ledger ids referenced outside the records``
@@ -51,6 +54,15 @@ class ReadableLedgers(Protocol):
     async def info(self, ledger_id: int) -> LedgerInfo: ...
 
     async def read(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]: ...
+
+
+@runtime_checkable
+class FindsObjectOrphans(Protocol):
+    """A store whose ledgers are objects: it can find (and purge) objects of ledgers that no longer exist."""
+
+    async def object_orphans(self) -> list[ObjectOrphan]: ...
+
+    async def purge_object_orphan(self, ledger_id: int) -> None: ...
 
 
 class Owners(Protocol):
@@ -120,6 +132,7 @@ class AuditReport:
     orphans: list[Orphan] = field(default_factory=list)
     dangling: list[tuple[str, int]] = field(default_factory=list)
     offload_orphans: list[OffloadOrphan] = field(default_factory=list)
+    object_orphans: list[ObjectOrphan] = field(default_factory=list)
     fixed: int = 0
     elapsed_s: float = 0.0
 
@@ -131,6 +144,7 @@ class AuditReport:
             "orphans": [o.to_json() for o in self.orphans],
             "dangling": [{"managedLedger": name, "ledgerId": lid} for name, lid in self.dangling],
             "offloadOrphans": [o.to_json() for o in self.offload_orphans],
+            "objectOrphans": [o.to_json() for o in self.object_orphans],
             "fixedOrphans": self.fixed,
             "elapsedSeconds": round(self.elapsed_s, 3),
         }
@@ -250,6 +264,11 @@ async def audit(
     report.dangling = sorted((owners[i], i) for i in owners if i not in stored)
     if offload is not None:
         report.offload_orphans = await _offload_orphans(metadata, store, await factory.list_names(), offload)
+    if isinstance(store, FindsObjectOrphans):
+        report.object_orphans = await store.object_orphans()
+        for orphan in report.object_orphans if fix is not None else ():
+            await store.purge_object_orphan(orphan.ledger_id)  # no owner to ask: the ledger is gone
+            report.fixed += 1
     if fix is not None and report.orphans:
         # only managed-ledger ledgers: the second phase checks the same custom metadata before deleting
         requests = [PendingDeleteLedger(o.owner, o.ledger_id) for o in report.orphans

@@ -47,6 +47,7 @@ TOKEN_BYTES = 16
 _HEADER = struct.Struct("<4sBBxxQIQ16s")
 _CRC = struct.Struct("<I")
 HEADER_BYTES = _HEADER.size + _CRC.size  # 48
+FENCE_BYTES = HEADER_BYTES + _CRC.size  # a fence: its header and an empty table
 SEQ_DIGITS = 10
 ID_DIGITS = 20
 

@@ -46,13 +46,14 @@ from magnetar.storage.api import (
     StorageIOError,
     StoreClosed,
 )
-from magnetar.storage.objectstore import _chunks
+from magnetar.storage.objectstore import _chunks, orphans
 from magnetar.storage.objectstore._chunks import LedgerMeta
 from magnetar.storage.objectstore._reader import ChunkIndex, ChunkReader, EntryCache
 from magnetar.storage.objectstore._requests import Requests, SleepMs, real_sleep_ms
 from magnetar.storage.objectstore._writer import ChunkWriter, FlushSettings, WriterState
 from magnetar.storage.objectstore.api import ObjectClient, ObjectMissing
 from magnetar.storage.objectstore.ids import ObjectIdBlocks
+from magnetar.storage.objectstore.orphans import ObjectOrphan
 from magnetar.storage.objectstore.probe import probe_conditional_writes
 from magnetar.storage.objectstore.settings import ObjectLedgerSettings
 
@@ -469,6 +470,20 @@ class ObjectLedgerStore:
         prefix = _chunks.meta_prefix(self._prefix)
         listed = await self._requests.list_keys(prefix, "listing ledgers")
         return sorted(i for i in (_chunks.id_of(x.key, prefix) for x in listed) if i is not None)
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    async def object_orphans(self) -> list[ObjectOrphan]:
+        """Ledgers with data chunks but no metadata object (see ``orphans``)."""
+        self._check_open()
+        return await orphans.find(self)
+
+    async def purge_object_orphan(self, ledger_id: int) -> None:
+        """Delete an orphan's data chunks; its seals stay."""
+        self._check_open()
+        await orphans.purge(self, ledger_id)
 
     async def close(self) -> None:
         """Complete (store or fail) every pending append, then close the client."""
