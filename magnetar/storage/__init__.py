@@ -13,6 +13,7 @@ from magnetar.storage.api import (
     StorageError,
     StorageIOError,
     StoreClosed,
+    WriteOutcomeUnknown,
 )
 from magnetar.storage.embedded import EmbeddedLedgerStore
 from magnetar.storage.memory import MemoryLedgerStore
@@ -32,4 +33,5 @@ __all__ = [
     "StorageError",
     "StorageIOError",
     "StoreClosed",
+    "WriteOutcomeUnknown",
 ]

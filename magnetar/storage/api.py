@@ -18,6 +18,7 @@ Errors::
     ├── EntryNotFound       read beyond the last entry
     ├── EntryCorrupted      a stored record failed its checksum (carries ledger_id, entry_id)
     ├── StorageIOError      the disk failed (full, I/O error); the append did not happen
+    │   └── WriteOutcomeUnknown  a shared store's write got no answer: it may have happened
     └── StoreClosed         the store was closed
 """
 
@@ -61,6 +62,12 @@ class EntryCorrupted(StorageError):
 
 class StorageIOError(StorageError):
     pass
+
+
+class WriteOutcomeUnknown(StorageIOError):
+    """A write to a shared store failed without an answer (timeouts, the endpoint gone): its object may exist
+    after all. An append that fails so is never acknowledged, and the ledger takes no more appends; its entry
+    stays out of the ledger once the writer seals it, but may be counted if another owner seals it first."""
 
 
 class StoreClosed(StorageError):

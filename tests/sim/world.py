@@ -63,7 +63,7 @@ from magnetar.ledger.managed import ManagedLedgerImpl
 from magnetar.ledger.states import LedgerState
 from magnetar.metadata.faulty import FaultyMetadataStore, MetadataFaultPlan
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.storage.api import StorageError
+from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.faulty import CrashableLedgerStore, FaultPlan, FaultyLedgerStore, SimDisk
 from magnetar.storage.offload import BlockOffloadStore, OffloadSettings
 from magnetar.storage.offload import memory as blob_memory
@@ -313,8 +313,7 @@ class Simulation(SeedTrace):
     async def boot(self, *, check: bool) -> None:
         self.world += 1
         self.timers = Timers(self.clock)
-        crashable = CrashableLedgerStore(self.disk, clock=self.clock, sync_faults=self.storage_plan)
-        self.store = FaultyLedgerStore(crashable, self.storage_plan)
+        self.store = FaultyLedgerStore(await self.open_store(), self.storage_plan)
         self.meta = FaultyMetadataStore(self.meta_inner, self.meta_plan)
         self.offload_store = BlockOffloadStore(self.blobs, self.offload_settings, new_uuid=self.new_uuid)  # cold
         self.factory = LedgerFactory(
@@ -337,6 +336,14 @@ class Simulation(SeedTrace):
         for topic in self.topics:
             for name in CURSOR_NAMES:
                 await self.ensure_cursor(topic, name)
+
+    async def open_store(self) -> LedgerStore:
+        """This process's ledger store, on what outlives it (a subclass puts ledgers in an object store)."""
+        return CrashableLedgerStore(self.disk, clock=self.clock, sync_faults=self.storage_plan)
+
+    def add_surely_failed(self, exc: ManagedLedgerError) -> bool:
+        """A failed add that never lands (a store may say it does not know: then at most once)."""
+        return True
 
     async def start_deletion(self) -> None:
         """PIP-186's service on this world's factory (its time, sleeps and retries follow the manual clock)."""
@@ -418,8 +425,8 @@ class Simulation(SeedTrace):
                 raise self.fail(f"fenced with a single owner: {exc}") from exc
             topic.maybe.add(seq)
             return
-        except ManagedLedgerError:
-            if world == self.world:
+        except ManagedLedgerError as exc:
+            if world == self.world and self.add_surely_failed(exc):
                 topic.failed.add(seq)
                 self.stats.adds_failed += 1
             else:
@@ -657,15 +664,18 @@ class Simulation(SeedTrace):
         for (topic_name, name), view in expected.items():
             topic = next(t for t in self.topics if t.name == topic_name)
             cursor = self.cursor(topic, name)
-            if cursor is None or self.acked_view(topic, cursor) != view:
+            # over the positions known before: a survivor of an add whose outcome was unknown joins them after
+            if cursor is None or self.acked_view(topic, cursor, [p for p, _, _ in view]) != view:
                 raise self.fail(f"{topic_name}/{name} changed across a graceful restart")
 
     def live_cursors(self, topic: TopicModel) -> list[tuple[str, ManagedCursor]]:
         return sorted(self.ledgers[topic.name].cursors.items())
 
-    def acked_view(self, topic: TopicModel, cursor: ManagedCursor) -> tuple[tuple[Position, bool, Any], ...]:
-        positions = sorted(topic.receipted.values())
-        return tuple((p, cursor.is_acknowledged(p), cursor.batch_ack_set(p)) for p in positions)
+    def acked_view(self, topic: TopicModel, cursor: ManagedCursor,
+                   positions: list[Position] | None = None) -> tuple[tuple[Position, bool, Any], ...]:
+        """The cursor's acks of ``positions`` (every receipted one by default)."""
+        at = sorted(topic.receipted.values()) if positions is None else positions
+        return tuple((p, cursor.is_acknowledged(p), cursor.batch_ack_set(p)) for p in at)
 
     async def op_crash(self) -> None:
         """SIGKILL at this very moment: unsynced writes may vanish, nothing of the process runs again."""

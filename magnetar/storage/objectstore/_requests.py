@@ -2,11 +2,12 @@
 
 A request the service did not answer (:class:`ObjectUnavailable`: a 5xx, a timeout, a refused connection)
 is sent again after a back-off (``backoff_ms``, doubling to ``backoff_ms_max``), at most ``attempts_max``
-times in all; then it fails as :class:`~magnetar.storage.api.StorageIOError`, and for a write the outcome
-stays unknown. A create that finds its key taken (412) cannot tell "someone else's" from "ours, from an
-attempt whose answer was lost", so :meth:`Requests.create` reads the object back and compares: the body
-holds the writer's token and position, so equal bytes mean ours. Failures are logged loudly once
-(``WriteErrorLog``), not once per request. Knows nothing of ledgers beyond the id it names in messages.
+times in all; then it fails as :class:`~magnetar.storage.api.StorageIOError` (a write as its subclass
+:class:`~magnetar.storage.api.WriteOutcomeUnknown`: the object may exist after all). A create that finds
+its key taken (412) cannot tell "someone else's" from "ours, from an attempt whose answer was lost", so
+:meth:`Requests.create` reads the object back and compares: the body holds the writer's token and position,
+so equal bytes mean ours. Failures are logged loudly once (``WriteErrorLog``), not once per request. Knows
+nothing of ledgers beyond the id it names in messages.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from magnetar.storage._write_errors import WriteErrorLog
-from magnetar.storage.api import StorageIOError
+from magnetar.storage.api import StorageIOError, WriteOutcomeUnknown
 from magnetar.storage.objectstore.api import ListedObject, ObjectClient, ObjectExists, ObjectMissing, ObjectUnavailable
 
 T = TypeVar("T")
@@ -50,14 +51,16 @@ class Requests:
         self.errors = errors
         self.retries = 0
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]], what: str, ledger_id: int | None) -> T:
+    async def _retrying(self, call: Callable[[], Awaitable[T]], what: str, ledger_id: int | None, *,
+                        write: bool = False) -> T:
         for attempt in range(1, self._attempts_max + 1):  # bounded by attempts_max
             try:
                 result = await call()
             except ObjectUnavailable as exc:
                 if attempt == self._attempts_max:
                     self.errors.failed(ledger_id, what, exc)
-                    raise StorageIOError(
+                    kind = WriteOutcomeUnknown if write else StorageIOError
+                    raise kind(
                         f"ledger {ledger_id}: {what} failed after {attempt} attempts: {exc}", ledger_id=ledger_id
                     ) from exc
                 self.retries += 1
@@ -83,7 +86,7 @@ class Requests:
             except ObjectMissing:  # deleted since: not ours to claim now
                 return False
 
-        return await self._retrying(attempt, what, ledger_id)
+        return await self._retrying(attempt, what, ledger_id, write=True)
 
     async def create_new(self, key: str, body: bytes, what: str, ledger_id: int | None) -> bool:
         """Create ``key`` unless it exists: True if this call's create (or an earlier attempt's) stored it,
@@ -97,7 +100,7 @@ class Requests:
             except ObjectExists:
                 return False
 
-        return await self._retrying(attempt, what, ledger_id)
+        return await self._retrying(attempt, what, ledger_id, write=True)
 
     async def get(self, key: str, what: str, ledger_id: int | None, first_byte: int = 0,
                   last_byte: int | None = None) -> bytes:

@@ -216,11 +216,14 @@ class ChunkWriter:
             self._transition_to(WriterState.FAILED)
         if self.failure is None:
             self.failure = error
-        failed = [*self._in_flight, *self._pending]
+        in_flight, pending = self._in_flight, list(self._pending)
         self._in_flight = []
         self._pending.clear()
         self._pending_bytes = 0
-        self._release(sum(len(a.payload) for a in failed))
-        for append in failed:
+        self._release(sum(len(a.payload) for a in [*in_flight, *pending]))
+        for append in in_flight:  # the chunk's outcome: the error itself (WriteOutcomeUnknown: it may land)
             if not append.future.done():
-                append.future.set_exception(error if append is failed[0] else self._refused(error))
+                append.future.set_exception(error)
+        for append in pending:  # never sent: they did not happen
+            if not append.future.done():
+                append.future.set_exception(self._refused(error))

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from magnetar.core.faults import FaultPlan
-from magnetar.storage import LedgerFenced, StorageIOError
+from magnetar.storage import LedgerFenced, StorageIOError, WriteOutcomeUnknown
 from magnetar.storage.objectstore import ObjectLedgerStore
 from magnetar.storage.objectstore._chunks import DATA, FENCE, SEAL, decode_header
 from magnetar.storage.objectstore.memory import OPS
@@ -120,11 +120,12 @@ async def test_a_put_that_keeps_failing_fails_the_append_and_every_later_one() -
     ledger_id = (await store.create_ledger({})).ledger_id
     await store.append(ledger_id, b"kept")
     client.plan = FailOps(put={1, 2}, get={1, 2})  # the chunk lands, but neither try learns whose it is
-    with pytest.raises(StorageIOError):
+    with pytest.raises(WriteOutcomeUnknown):
         await store.append(ledger_id, b"unknown outcome")
     client.plan = None
-    with pytest.raises(StorageIOError):
+    with pytest.raises(StorageIOError) as later:
         await store.append(ledger_id, b"after the failure")
+    assert not isinstance(later.value, WriteOutcomeUnknown)  # never sent: it did not happen
     assert len(world.chunk_keys(ledger_id)) == 2  # the failed chunk landed after all
     sealed = await store.seal(ledger_id)
     assert sealed.entries == 1  # the seal counts what was acknowledged, not what landed
