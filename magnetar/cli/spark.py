@@ -4,8 +4,10 @@ pair in ``_VERBS``, so a new job adds one entry.
 * ``export --service-url URL --topic T [--from earliest] [--to latest] --out PATH [--format parquet]
   [--master local[*]] [--mode errorifexists] [--min-partitions N]``: the topic range written by
   ``magnetar.spark.export_topic``.
-* ``audit-ledgers --data-dir DIR [--partitions N] [--master local[*]]``: PIP-186's ledger audit of a stopped
-  broker's data directory (``magnetar.spark.ledger_audit``); exit 1 when it finds orphans or dangling references.
+* ``audit-ledgers --data-dir DIR [--partitions N] [--master local[*]] [--ledger-store-url s3://B/P
+  --ledger-store-endpoint URL --ledger-store-region R]``: PIP-186's ledger audit of a stopped broker's data
+  directory and, for ledgers in an object store, its bucket (``magnetar.spark.ledger_audit``); exit 1 when it
+  finds orphans or dangling references.
 
 PySpark is imported only when a job runs (``magnetar[spark]``). Exit codes: 0 done, 1 the job failed, 2 bad usage.
 """
@@ -46,14 +48,20 @@ def _export(args: argparse.Namespace, spark: Any) -> int:
 def _audit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", required=True, help="a STOPPED broker's data directory (the workers must see it)")
     p.add_argument("--partitions", type=int, default=0, help="tasks for the storage listing (default: parallelism)")
+    p.add_argument("--ledger-store-url", default="embedded:", help="that broker's ledgerStoreUrl (s3://BUCKET[/PREFIX])")
+    p.add_argument("--ledger-store-endpoint", default="", help="that broker's ledgerStoreServiceEndpoint")
+    p.add_argument("--ledger-store-region", default="", help="that broker's ledgerStoreRegion")
 
 
 def _audit(args: argparse.Namespace, spark: Any) -> int:
     import json
 
     from magnetar.spark.ledger_audit import audit_ledgers
+    from magnetar.storage.objectstore.settings import LedgerStoreConfig, parse_ledger_store_url
 
-    result = audit_ledgers(spark, args.data_dir, partitions=args.partitions)
+    store = LedgerStoreConfig(url=parse_ledger_store_url(args.ledger_store_url),
+                              service_endpoint=args.ledger_store_endpoint, region=args.ledger_store_region)
+    result = audit_ledgers(spark, args.data_dir, partitions=args.partitions, ledger_store=store)
     orphans = [row.asDict() for row in result.orphans.collect()]
     dangling = [row.asDict() for row in result.dangling.collect()]
     print(json.dumps({"storageLedgers": result.storage_ledgers, "referencedLedgers": result.referenced_ledgers,

@@ -17,12 +17,26 @@ from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.sqlite import SqliteMetadataStore
 from magnetar.spark.ledger_audit import audit_ledgers
 from magnetar.storage.embedded import EmbeddedLedgerStore
+from magnetar.storage.objectstore import ObjectLedgerStore, parse_ledger_store_url
+from magnetar.storage.objectstore.s3 import S3ObjectClient, S3Settings
+from magnetar.storage.objectstore.settings import LedgerStoreConfig
+from tests import s3_server
+from tests.s3_server import CREDENTIALS, MotoServer
+
+moto = s3_server.moto  # the module-scoped S3 server fixture
 
 
-async def make_data_dir(data_dir: Path) -> tuple[set[int], tuple[str, int]]:
-    """Three topics with several ledgers, two orphans, one listed ledger whose files are gone."""
+async def make_data_dir(data_dir: Path, bucket: LedgerStoreConfig | None = None) -> tuple[set[int], tuple[str, int]]:
+    """Three topics with several ledgers, two orphans, one listed ledger whose files are gone (in the data
+    directory, or with ``bucket`` in a bucket)."""
     metadata = SqliteMetadataStore(data_dir / "metadata.db")
-    store = await EmbeddedLedgerStore.open(data_dir / "ledgers", journal_sync_data=False)
+    store: EmbeddedLedgerStore | ObjectLedgerStore
+    if bucket is None:
+        store = await EmbeddedLedgerStore.open(data_dir / "ledgers", journal_sync_data=False)
+    else:
+        client = S3ObjectClient(S3Settings(bucket=bucket.url.bucket, service_endpoint=bucket.service_endpoint,
+                                           region=bucket.region))
+        store = await ObjectLedgerStore.open(client, prefix=bucket.url.prefix)
     factory = LedgerFactory(store, metadata, config=ManagedLedgerConfig(max_entries_per_ledger=2))
     try:
         for t in range(3):
@@ -62,3 +76,22 @@ def test_magnetar_spark_audit_ledgers_command(spark: SparkSession, tmp_path: Pat
     report = json.loads(capsys.readouterr().out)
     assert {o["ledger_id"] for o in report["orphans"]} == orphans
     assert [(d["managed_ledger"], d["ledger_id"]) for d in report["dangling"]] == [dangling]
+
+
+def test_spark_audit_of_ledgers_in_a_bucket(spark: SparkSession, tmp_path: Path, moto: MotoServer,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """ledgerStoreUrl=s3://...: the tasks read the ledgers' metadata objects from the bucket (credentials from the
+    AWS chain: the driver's environment, and the workers' through the context's environment)."""
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+        monkeypatch.setitem(spark.sparkContext.environment, key, value)
+    moto.create_bucket("audited-ledgers")
+    bucket = LedgerStoreConfig(url=parse_ledger_store_url("s3://audited-ledgers/broker-1"),
+                               service_endpoint=moto.endpoint, region="us-east-1")
+    orphans, dangling = asyncio.run(make_data_dir(tmp_path, bucket))
+    result = audit_ledgers(spark, tmp_path, partitions=3, ledger_store=bucket)
+    assert {r.ledger_id for r in result.orphans.collect()} == orphans
+    assert [(r.managed_ledger, r.ledger_id) for r in result.dangling.collect()] == [dangling]
+    report = asyncio.run(audit_data_dir(tmp_path, fix=False, parallelism=4, ledger_store=bucket))
+    assert {o.ledger_id for o in report.orphans} == orphans
+    assert report.dangling == [dangling]

@@ -10,10 +10,11 @@ from magnetar.storage.objectstore.store import ObjectLedgerStore
 
 
 async def open_s3_ledger_store(
-    config: LedgerStoreConfig, *, clock: Clock, allocator: LedgerIdAllocator | None = None
+    config: LedgerStoreConfig, *, clock: Clock, allocator: LedgerIdAllocator | None = None, probe: bool = True
 ) -> ObjectLedgerStore:
     """The store on ``config.url``'s bucket and prefix, after the conditional-write probe (ObjectStoreRefused
-    names why a bucket is refused; StorageIOError when it cannot be reached)."""
+    names why a bucket is refused; StorageIOError when it cannot be reached). ``probe=False``: for readers
+    that create nothing (an audit's tasks)."""
     if not config.url.shared:
         raise ValueError(f"not an object-store URL: {config.url}")
     client = S3ObjectClient(S3Settings(
@@ -22,7 +23,7 @@ async def open_s3_ledger_store(
     ))  # fmt: skip
     try:
         return await ObjectLedgerStore.open(client, prefix=config.url.prefix, settings=config.tuning(), clock=clock,
-                                            allocator=allocator)
+                                            allocator=allocator, probe=probe)
     except BaseException:
         await client.close()
         raise
