@@ -325,6 +325,11 @@ def known_keys() -> list[str]:
     return sorted(_KEYS)
 
 
+def key_targets() -> dict[str, tuple[str, str, int]]:
+    """Where each key goes: (section, field, scale), for the generated reference (``config_reference.py``)."""
+    return {key: (section, name, scale) for key, (section, name, _, scale) in _KEYS.items()}
+
+
 def read_file(path: Path) -> dict[str, str]:
     """Key/value pairs of a properties file (``key=value``, ``#`` comments) or a TOML file."""
     try:

@@ -34,7 +34,7 @@ from tests.zk_server import ZooKeeperServer
 
 DOC_PORTS = frozenset([*range(6650, 6660), *range(8080, 8090), 8443, 8444, 2181, 2182, 2183, 5000])
 PORT_IN_TEXT = re.compile(r"(?P<pre>:|[Pp]ort(?:Tls)?[ =])(?P<port>\d{4})(?!\d)")
-LINKED = (".venv", "scripts", "examples", "bench")
+LINKED = (".venv", "scripts", "examples", "bench", "tests")
 STOP_TIMEOUT_S = 15.0
 POLL_S = 0.1
 OUTPUT_TAIL = 80
@@ -59,6 +59,7 @@ class PageRun:
     worker: subprocess.Popen[str] | None = None
     last_output: str | None = None
     counter: int = 0
+    timings: list[tuple[str, float]] = field(default_factory=list)  # (block, seconds), to see what a page costs
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -95,10 +96,12 @@ class PageRun:
         if "moto" in block.needs:
             self.ensure_moto()
         self.counter += 1
+        started = time.monotonic()
         if block.kind == "shell":
             self.run_shell(block)
         else:
             self.run_python(block)
+        self.timings.append((block.where, time.monotonic() - started))
         self.ran += 1
 
     # --- ports and environment ---------------------------------------------------------------------------------
@@ -138,7 +141,7 @@ class PageRun:
                 raise BlockFailed(f"{block.where}: a broker started by the page itself runs at 6650; its settings "
                                   f"are the page's business")
             return  # a `starts` block of this page runs it
-        broker = BrokerProcess(self.workdir / ".broker-data", extra_args=tuple(
+        broker = BrokerProcess(self.workdir / ".broker-data", cwd=self.workdir, extra_args=tuple(
             arg for k, v in block.settings for arg in ("--set", f"{k}={self.substitute(v)}")))
         broker.port, broker.web_port = self.ports.get(6650, 0), self.ports.get(8080, 0)
         self.broker = broker  # before start: a failed start is still cleaned up

@@ -18,19 +18,7 @@ pytestmark = pytest.mark.integration
 
 #: the blocks that are shown and never run, by page and the start of their first line, with the reason; keep it short
 ALLOWED_SKIPS: dict[tuple[str, str], str] = {
-    ("README.md", "scripts/install"): "installs Debian packages and the virtualenv; CI runs it before any test",
-    ("docs/publish-path.md", "git archive <before>"):
-        "a benchmark of two source trees: many minutes of CPU",
-    # until the site step moves these README sections to pages of their own, where they run (issue 35)
-    **{("README.md", first): "until the site step" for first in (
-        "df = spark.read.format",
-        "import pulsar",
-        "magnetar admin broker-stats inflight-deletions",
-        "magnetar admin topics offload --size-threshold",
-        "magnetar standalone --data-dir data-a",
-        "magnetar standalone --set brokerServicePortTls",
-        "magnetar tokens create-secret-key",
-    )},
+    ("docs/publish-path.md", "git archive <before>"): "a benchmark of two source trees: many minutes of CPU",
 }
 
 
@@ -84,6 +72,7 @@ def test_page_code_blocks(page: Path, tmp_path: Path) -> None:
         run.run(blocks)
     finally:
         run.close()
+        print("\n".join(f"{where}: {seconds:.1f} s" for where, seconds in run.timings))  # shown with -rP
     assert run.ran > 0
     waiting = [f"{block.where}: {why}" for block, why in run.not_run if not why.startswith("skip:")]
     if waiting:

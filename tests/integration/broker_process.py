@@ -24,9 +24,11 @@ STOP_TIMEOUT_S = 30.0
 
 class BrokerProcess:
     def __init__(
-        self, data_dir: Path, *, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None
+        self, data_dir: Path, *, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.cwd = cwd  # where relative paths in settings resolve (default: the test's own directory)
         self.extra_args = extra_args
         self.env = env or {}
         self.proc: subprocess.Popen[str] | None = None
@@ -55,7 +57,7 @@ class BrokerProcess:
         ]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=self.cwd
         )
         self._lines = queue.Queue()
         threading.Thread(target=self._drain, args=(self.proc, self._lines), daemon=True).start()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.config import build_settings, known_keys
+from magnetar.config import build_settings, key_targets, known_keys
 from magnetar.config_ignored import Ignored
-from magnetar.config_reference import ALIASES, MAGNETAR_KEYS
+from magnetar.config_reference import ALIASES, MAGNETAR_KEYS, MEANINGS, reference_markdown
 
 DATA = Path(__file__).parent / "data" / "pulsar_conf_keys.txt"
 
@@ -65,3 +65,15 @@ def test_keys_nobody_knows_are_named_in_a_warning(caplog: pytest.LogCaptureFixtu
     levels = {r.levelno: r.getMessage() for r in caplog.records if r.name == "magnetar.config"}
     assert levels[logging.WARNING] == "ignoring 1 unknown configuration keys: brokerServicePorts"
     assert levels[logging.INFO].startswith("ignoring 1 Pulsar configuration keys; 1 for parts magnetar does not have")
+
+
+def test_every_key_has_a_meaning_in_the_reference() -> None:
+    targets = key_targets()
+    described = {key for keys in MEANINGS.values() for key in keys}
+    assert described <= set(targets), sorted(described - set(targets))
+    covered = {key for key in targets if any(targets[key][:2] == targets[d][:2] for d in described)}
+    missing = sorted(set(targets) - covered)
+    assert not missing, f"add these keys to MEANINGS in magnetar/config_reference.py: {missing}"
+    text = reference_markdown()
+    assert all(f"`{key}`" in text for key in targets)
+    assert "| `isSchemaValidationEnforced`, `schemaValidationEnforced` | `false` |" in text

@@ -178,15 +178,26 @@ def _offload(a: argparse.Namespace) -> Call:
                                                           "partitionIndex": -1})
 
 
-def _offload_status(a: argparse.Namespace) -> list[Call]:
+def _polled(a: argparse.Namespace, suffix: str) -> dict[str, Any]:
+    """The topic's offload or compaction status; with ``--wait-complete`` asked again until it is not RUNNING."""
     import time
 
     for _ in range(OFFLOAD_POLLS_MAX if a.wait_complete else 1):
-        _, body, _ = request(a.admin_conn, Call("GET", topic_path(a.topic) + "/offload"))
-        status = json.loads(body)
+        _, body, _ = request(a.admin_conn, Call("GET", topic_path(a.topic) + suffix))
+        status: dict[str, Any] = json.loads(body)
         if status.get("status") != "RUNNING" or not a.wait_complete:
             break
         time.sleep(OFFLOAD_POLL_S)  # the broker offers no push: pulsar-admin polls too
+    return status
+
+
+def _compaction_status(a: argparse.Namespace) -> list[Call]:
+    print(json.dumps(_polled(a, "/compaction"), indent=2))
+    return []
+
+
+def _offload_status(a: argparse.Namespace) -> list[Call]:
+    status = _polled(a, "/offload")
     state = status.get("status")
     if status.get("offloadReadError"):
         print(f"Reads from the offload store are failing: {status['offloadReadError']}")
@@ -368,7 +379,8 @@ VERBS: list[Verb] = [
     Verb("topics", ("offload-status",), (TOPIC, (("-w", "--wait-complete"), {"action": "store_true"})),
          _offload_status, "status of the last offload"),
     Verb("topics", ("compact",), (TOPIC,), _t("/compaction", "PUT"), "start compacting a topic"),
-    Verb("topics", ("compaction-status",), (TOPIC,), _t("/compaction"), "status of a topic's compaction"),
+    Verb("topics", ("compaction-status",), (TOPIC, (("-w", "--wait-complete"), {"action": "store_true"})),
+         _compaction_status, "status of a topic's compaction (-w: wait until it is not running)"),
     Verb("topics", ("set-replicated-subscription-status",),
          (TOPIC, SUB, (("-e", "--enable"), {"action": "store_true"}), (("-d", "--disable"), {"action": "store_true"})),
          lambda a: Call("POST", _sub(a, "/replicatedSubscriptionStatus"), not a.disable and a.enable),
