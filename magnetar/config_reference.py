@@ -7,6 +7,8 @@ stored list of Pulsar's key names) or listed here as magnetar's own, and every k
 
 from __future__ import annotations
 
+import enum
+
 #: keys Pulsar does not have: magnetar's own settings, PIP-186's proposed keys (never merged), test-only faults
 MAGNETAR_KEYS = frozenset({
     "connectHandshakeTimeoutSeconds", "connectionOutputHighWaterBytes", "httpRequestTimeoutSeconds",
@@ -97,6 +99,18 @@ MEANINGS: dict[str, dict[str, str]] = {
         "managedLedgerMaxUnackedRangesToPersist": "individually acknowledged ranges a cursor persists",
         "managedLedgerCursorPersistIntervalMs": "acks are persisted within this time: at most this much of acks is "
                                                 "redelivered after a crash",
+        "managedLedgerDefaultMarkDeleteRateLimit": "cursor writes per second per cursor where the metadata store is "
+                                                   "shared (ZooKeeper), which stretches the persist interval to "
+                                                   "1000 ms / this",
+    },
+    "Metadata store": {
+        "metadataStoreUrl": "empty: the embedded SQLite store in the data directory; `zk:host:port[,host:port]/chroot`"
+                            ": ZooKeeper (see docs/zookeeper.md)",
+        "configurationMetadataStoreUrl": "the configuration store (tenants, namespaces, clusters); empty: the same "
+                                         "store",
+        "metadataStoreSessionTimeoutMillis": "ZooKeeper session timeout",
+        "metadataStoreOperationTimeoutSeconds": "a metadata operation that takes longer fails",
+        "zookeeperSessionExpiredPolicy": "`reconnect` (keep serving, open a new session) or `shutdown`",
     },
     "Connections and HTTP": {
         "connectionOutputHighWaterBytes": "queued output per connection before the broker stops reading it",
@@ -197,6 +211,8 @@ MEANINGS: dict[str, dict[str, str]] = {
 
 
 def _default_text(value: object) -> str:
+    if isinstance(value, enum.Enum):
+        value = value.value
     if value is None or value == "" or value == ():
         return "unset"
     if isinstance(value, bool):
@@ -221,7 +237,7 @@ def defaults() -> dict[str, str]:
                                    "security": settings.security, "offload": broker.offload}
     shown = {}
     for key, (section, name, scale) in key_targets().items():
-        owner = sections[section] if section in sections else getattr(broker, section)
+        owner = sections.get(section) or getattr(settings, section, None) or getattr(broker, section)
         value = getattr(owner, name)
         shown[key] = _default_text(value / scale if scale != 1 and isinstance(value, int | float) else value)
     return shown
