@@ -103,6 +103,16 @@ MEANINGS: dict[str, dict[str, str]] = {
                                                    "shared (ZooKeeper), which stretches the persist interval to "
                                                    "1000 ms / this",
     },
+    "Ledger storage": {
+        "ledgerStoreUrl": "`embedded:` (ledger files under the data directory) or `s3://BUCKET[/PREFIX]` (ledgers "
+                          "in an S3-compatible object store, shared by a cluster's brokers)",
+        "ledgerStoreServiceEndpoint": "endpoint of an S3-compatible service; empty: AWS's for the region",
+        "ledgerStoreRegion": "region; empty: the AWS credential chain's",
+        "ledgerStoreRequestTimeoutMillis": "connect and read timeout of one object-store request",
+        "ledgerStoreFlushMaxDelayMillis": "longest wait of an entry before its chunk is written",
+        "ledgerStoreFlushMaxBytes": "largest chunk written in one request",
+        "ledgerStoreReadCacheSizeBytes": "cache of chunks read back",
+    },
     "Metadata store": {
         "metadataStoreUrl": "empty: the embedded SQLite store in the data directory; `zk:host:port[,host:port]/chroot`"
                             ": ZooKeeper (see docs/zookeeper.md)",
@@ -210,6 +220,12 @@ MEANINGS: dict[str, dict[str, str]] = {
 }
 
 
+#: defaults that are not plain values, as a user writes them
+SHOWN_DEFAULTS = {
+    "ledgerStoreUrl": "`embedded:`",
+}
+
+
 def _default_text(value: object) -> str:
     if isinstance(value, enum.Enum):
         value = value.value
@@ -223,6 +239,8 @@ def _default_text(value: object) -> str:
         return "`" + ",".join(str(v) for v in value) + "`"
     if isinstance(value, str):
         return f"`{value}`"
+    if not isinstance(value, int | float):
+        raise TypeError(f"{value!r} is not a plain value: give the key's default text in SHOWN_DEFAULTS")
     return str(value)
 
 
@@ -239,7 +257,10 @@ def defaults() -> dict[str, str]:
     for key, (section, name, scale) in key_targets().items():
         owner = sections.get(section) or getattr(settings, section, None) or getattr(broker, section)
         value = getattr(owner, name)
-        shown[key] = _default_text(value / scale if scale != 1 and isinstance(value, int | float) else value)
+        if key in SHOWN_DEFAULTS:
+            shown[key] = SHOWN_DEFAULTS[key]
+        else:
+            shown[key] = _default_text(value / scale if scale != 1 and isinstance(value, int | float) else value)
     return shown
 
 
