@@ -10,7 +10,8 @@ commit, with PIP-160's limits on top:
 - a record that finds the log idle (nothing buffered, no append in flight) is appended at once, as a plain
   entry: a lone transaction never waits for a timer;
 - otherwise it joins the batch being filled while the previous append is written (flushes are pipelined);
-  the batch is appended when that append completes and nothing else is in flight (``IDLE``), or when
+  the batch is appended once that append completed and nothing else is in flight (``IDLE``: on the next
+  loop pass, so what the callers just answered write at once joins it), or when
   ``max_records`` records or ``max_bytes`` bytes are buffered, or when its oldest record has waited
   ``max_delay_ms`` (a timer armed once per batch, when its first record arrives), whichever comes first;
 - a record that alone reaches ``max_bytes``: what is buffered is flushed first, then that record is written
@@ -160,6 +161,7 @@ class BufferedWriter:
         self._sleep_ms = sleep_ms  # the delay on an injected clock (simulations); None: the loop's timer
         self._timer: asyncio.TimerHandle | asyncio.Task[None] | None = None
         self._in_flight = 0
+        self._idle_flush_due = False  # the batch filled behind the last append goes on the next loop pass
         self._failed = False  # an append failed: resume the ledger once every append in flight settled
         self._settled = asyncio.Event()
         self._settled.set()
@@ -186,7 +188,7 @@ class BufferedWriter:
             return future
         config = self.config
         pending = _Pending(record, future, self._now_s())
-        if not config.batching or (self._in_flight == 0 and not self._pending):
+        if not config.batching or (self._in_flight == 0 and not self._pending and not self._idle_flush_due):
             self._append([pending], batched=False)  # off, or an idle log: nothing to wait for
             return future
         if len(record) >= config.max_bytes:
@@ -271,10 +273,20 @@ class BufferedWriter:
         if self._in_flight == 0:
             if self._failed and self._ledger.resume_writes():
                 self._failed = False
-            if self._pending and not self.closed:  # the log went idle with a batch filled behind it
-                self._flush(FlushTrigger.IDLE)
-            else:
+            if self._pending and not self.closed and not self._idle_flush_due:
+                # the log went idle with a batch filled behind it: send it on the next loop pass, after the
+                # callers just answered have run (what they write next joins it: bigger batches, fewer rounds)
+                self._idle_flush_due = True
+                self._loop.call_soon(self._flush_idle)
+            elif not self._idle_flush_due:
                 self._settled.set()
+
+    def _flush_idle(self) -> None:
+        self._idle_flush_due = False
+        if self._in_flight == 0 and self._pending:
+            self._flush(FlushTrigger.IDLE)
+        elif self._in_flight == 0:
+            self._settled.set()
 
     async def flush(self) -> None:
         """Write what is pending now and wait until every append in flight has settled."""
