@@ -15,11 +15,28 @@ from typing import Final
 from magnetar.client._messages import MessageId
 from magnetar.protocol import commands, ids, pb
 
-__all__ = ["AckGroupingTracker", "NegativeAckTracker", "ack_set_words"]
+__all__ = ["AckGroupingTracker", "NegativeAckTracker", "ack_set_words", "unacked_after", "unacked_except"]
 
 Entry = tuple[int, int]
 _U64: Final = 1 << 64
 _I64_MAX: Final = (1 << 63) - 1
+
+
+def bits_to_words(bits: int, batch_size: int) -> list[int]:
+    """java.util.BitSet layout of an int bit set (bit i set = index i unacked) as signed int64 words: word by
+    word, never index by index (a batch may hold thousands of messages)."""
+    words = [(bits >> (64 * i)) & (_U64 - 1) for i in range((batch_size + 63) // 64)]
+    return [w - _U64 if w > _I64_MAX else w for w in words]
+
+
+def unacked_except(index: int, batch_size: int) -> list[int]:
+    """The ack set of an ack of one index of a batch: every other index still unacked."""
+    return bits_to_words(((1 << batch_size) - 1) & ~(1 << index), batch_size)
+
+
+def unacked_after(index: int, batch_size: int) -> list[int]:
+    """The ack set of a cumulative ack up to ``index`` of a batch: the indexes after it still unacked."""
+    return bits_to_words(((1 << batch_size) - 1) & ~((1 << (index + 1)) - 1), batch_size)
 
 
 def ack_set_words(unacked: set[int], batch_size: int) -> list[int]:
@@ -36,7 +53,7 @@ class AckGroupingTracker:
         self._max_size = max_size
         self._batch_index_ack = batch_index_ack
         self._individual: dict[Entry, list[int] | None] = {}  # entry -> ack_set (None = whole entry)
-        self._open_batches: dict[Entry, set[int]] = {}  # unacked indexes of partly acked batches
+        self._open_batches: dict[Entry, int] = {}  # unacked indexes of partly acked batches (bit i = index i)
         self._cumulative: tuple[Entry, list[int] | None] | None = None
         self._cumulative_sent: Entry = (-1, -1)
 
@@ -50,13 +67,14 @@ class AckGroupingTracker:
             self._open_batches.pop(entry, None)
             self._individual[entry] = None
         else:
-            unacked = self._open_batches.setdefault(entry, set(range(batch_size)))
-            unacked.discard(mid.batch_index)
+            unacked = self._open_batches.get(entry, (1 << batch_size) - 1) & ~(1 << mid.batch_index)
             if not unacked:
-                del self._open_batches[entry]
+                self._open_batches.pop(entry, None)
                 self._individual[entry] = None
-            elif self._batch_index_ack:
-                self._individual[entry] = ack_set_words(unacked, batch_size)
+            else:
+                self._open_batches[entry] = unacked
+                if self._batch_index_ack:
+                    self._individual[entry] = bits_to_words(unacked, batch_size)
         return len(self._individual) >= self._max_size
 
     def add_cumulative(self, mid: MessageId, batch_size: int) -> None:
@@ -64,7 +82,7 @@ class AckGroupingTracker:
         whole = mid.batch_index < 0 or batch_size <= 1 or mid.batch_index >= batch_size - 1
         if not whole:
             if self._batch_index_ack:
-                ack_set = ack_set_words(set(range(mid.batch_index + 1, batch_size)), batch_size)
+                ack_set = unacked_after(mid.batch_index, batch_size)
             else:
                 entry = (mid.ledger_id, mid.entry_id - 1)  # the batch is finished only at its last index
         current = self._cumulative[0] if self._cumulative is not None else self._cumulative_sent

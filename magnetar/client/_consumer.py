@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
-from magnetar.client._acks import AckGroupingTracker, NegativeAckTracker, ack_set_words
+from magnetar.client._acks import AckGroupingTracker, NegativeAckTracker, unacked_after, unacked_except
 from magnetar.client._config import ConsumerConfig
 from magnetar.client._connection import Connection
 from magnetar.client._context import ClientContext
@@ -367,9 +367,9 @@ class Consumer:
         target = ids.message_id(mid.ledger_id, mid.entry_id)
         if mid.batch_index >= 0 and batch_size > 1:
             if ack_type == pb.CommandAck.Individual:
-                target.ack_set.extend(ack_set_words(set(range(batch_size)) - {mid.batch_index}, batch_size))
+                target.ack_set.extend(unacked_except(mid.batch_index, batch_size))
             else:
-                target.ack_set.extend(ack_set_words(set(range(mid.batch_index + 1, batch_size)), batch_size))
+                target.ack_set.extend(unacked_after(mid.batch_index, batch_size))
         op = asyncio.ensure_future(conn.request(
             lambda rid: commands.ack(self._id, [target], ack_type, txnid=txn.txn_id, request_id=rid)
         ))

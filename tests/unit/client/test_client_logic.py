@@ -8,7 +8,7 @@ import random
 import pytest
 
 from magnetar.client import BatchingConfig, Client, DeadLetterPolicy, MessageId, errors
-from magnetar.client._acks import AckGroupingTracker, NegativeAckTracker, ack_set_words
+from magnetar.client._acks import AckGroupingTracker, NegativeAckTracker, ack_set_words, unacked_after, unacked_except
 from magnetar.client._backoff import Backoff
 from magnetar.client._batch import BatchBuilder, OutgoingMessage, build_entry, message_metadata, split_chunks
 from magnetar.client._config import ConsumerConfig, ProducerConfig
@@ -55,6 +55,13 @@ def test_batch_builder_bounds_bytes() -> None:
     builder: BatchBuilder[int] = BatchBuilder(BatchingConfig(max_bytes=100))
     builder.add(_msg(0, b"a" * 60))
     assert not builder.has_room_for(_msg(1, b"b" * 60))
+
+
+@pytest.mark.parametrize("batch_size", [2, 63, 64, 65, 1000])
+def test_ack_sets_from_bit_arithmetic_equal_the_index_by_index_ones(batch_size: int) -> None:
+    for index in sorted({0, 1, batch_size // 2, batch_size - 2, batch_size - 1}):
+        assert unacked_except(index, batch_size) == ack_set_words(set(range(batch_size)) - {index}, batch_size)
+        assert unacked_after(index, batch_size) == ack_set_words(set(range(index + 1, batch_size)), batch_size)
 
 
 def test_a_batch_holds_the_messages_of_one_transaction_and_carries_its_id() -> None:
