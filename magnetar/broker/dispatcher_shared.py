@@ -68,10 +68,14 @@ class SharedDispatcher(Dispatcher):
             self._forget_replay(p)
 
     def released(self, positions: Iterable[Position]) -> None:
+        """Only entries the reads already passed are replayed: the reads reach the others themselves (after a
+        restart they start at the mark-delete position again, behind a recovered transaction's acks)."""
+        read_from = self._cursor.read_position
         for p in positions:
             for c in self.consumers:
                 c.forget(p)
-            self._replay.add(p)
+            if p < read_from:
+                self._replay.add(p)
         self.wake()
 
     def rewind_all(self) -> None:

@@ -216,3 +216,31 @@ async def test_deleting_an_unloaded_topic_removes_its_pending_ack_logs(
     assert TOPIC not in standalone.broker.topics
     await admin.delete_topic(name, force=True)
     assert not await standalone.broker.ledgers.exists(pending_ack_topic(name, "sub").managed_ledger_name)
+
+
+async def test_an_abort_before_dispatch_reaches_a_recovered_pending_ack_delivers_it_once(tmp_path: Path) -> None:
+    """After a restart the cursor reads from the mark-delete position again, so an entry acked in a still-open
+    transaction lies ahead of the read position: aborting that transaction before the dispatcher reached the
+    entry must not deliver it twice (once given back, once read)."""
+    metadata, store, registry = MemoryMetadataStore(), MemoryLedgerStore(), FakeRegistry()
+    first = await start_broker(tmp_path, metadata, store, registry)
+    try:
+        peer = await WirePeer.connect(first.broker_port)
+        producer = await Producer.create(peer, TOPIC)
+        await producer.send(b"m0")
+        await producer.send(b"m1")
+        consumer = await WirePeer.connect(first.broker_port)
+        await subscribe(consumer, TOPIC, sub_type=SHARED)
+        (_, id0), _ = await received(consumer, 2)
+        acker = acking_txn(registry)
+        assert not (await ack(consumer, 7, id0, acker, 1)).HasField("error")
+    finally:
+        crash(first)
+    async with broker(tmp_path, metadata, store, registry) as second:
+        peer = await WirePeer.connect(second.broker_port)
+        await subscribe(peer, TOPIC, sub_type=SHARED, permits=0)  # subscribed, nothing read yet
+        await registry.end(second.broker.txn_participants, acker, TxnAction.ABORT)
+        peer.send(proto.commands.flow(7, 10))
+        assert sorted(b for b, _ in await received(peer, 2)) == [b"m0", b"m1"]
+        await nothing_more(peer)
+        await peer.close()
