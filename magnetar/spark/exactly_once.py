@@ -38,6 +38,7 @@ their tasks' txns are not recorded. Knows Spark's commit-message and task-contex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -117,7 +118,8 @@ class TxnSlot:
                 try:
                     await asyncio.to_thread(self._files.record_open, record)
                 except BaseException:
-                    await txn.abort()  # no send yet: nothing to undo but the txn itself
+                    with contextlib.suppress(PulsarClientError):  # no send yet: it holds nothing either way
+                        await txn.abort()
                     raise
             self.txn, self.deadline_ms = txn, deadline_ms
             await asyncio.to_thread(test_hooks.reached, "txn_opened")

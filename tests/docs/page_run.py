@@ -5,7 +5,7 @@ A page is one session, as a reader would type it: shell blocks run one after ano
 python blocks run in ONE python process per page (a later block sees an earlier block's names), ``file`` blocks
 write their text into the directory, and an ``output`` block must match the output of the block before it.
 
-Ports: the documented ports (6650-6659, 8080-8089, 8443-8444, 2181-2183, 5000), where a block writes them as ports
+Ports: the documented ports (6650-6659, 8080-8089, 8443-8444, 2181-2183, 5000, 7077), where a block writes them as ports
 (``:6650``, ``port 6650``, ``Port=6650``), are replaced by free ports of this run, the same number for the whole page,
 so pages never meet each other's (or a developer's) servers. ``magnetar admin`` without ``--admin-url`` reaches the
 page's 8080 through ``PULSAR_CLIENT_CONF``. Every process started here (the page's broker, moto, ZooKeeper, the python
@@ -32,7 +32,7 @@ from tests.integration.broker_process import BrokerProcess
 from tests.s3_server import MotoServer, free_port
 from tests.zk_server import ZooKeeperServer
 
-DOC_PORTS = frozenset([*range(6650, 6660), *range(8080, 8090), 8443, 8444, 2181, 2182, 2183, 5000])
+DOC_PORTS = frozenset([*range(6650, 6660), *range(8080, 8090), 8443, 8444, 2181, 2182, 2183, 5000, 7077])
 PORT_IN_TEXT = re.compile(r"(?P<pre>:|[Pp]ort(?:Tls)?[ =])(?P<port>\d{4})(?!\d)")
 LINKED = (".venv", "scripts", "examples", "bench", "tests")
 STOP_TIMEOUT_S = 15.0

@@ -15,6 +15,7 @@ from tests.docs.blocks import MarkerError, pages, parse_page, rel
 from tests.docs.page_run import PageRun
 
 pytestmark = pytest.mark.integration
+PAGE_TIMEOUT_S = 300.0  # pytest's default hang guard (pyproject.toml)
 
 #: the blocks that are shown and never run, by page and the start of their first line, with the reason; keep it short
 ALLOWED_SKIPS: dict[tuple[str, str], str] = {
@@ -33,6 +34,19 @@ def _runnable_pages() -> list[Path]:
         if any(block.kind in ("shell", "python") for block in blocks):
             chosen.append(page)
     return chosen
+
+
+def _page_params() -> list[object]:
+    """One test per runnable page, its time limit the sum of its blocks' (a page of several slow blocks, a Spark
+    cluster's, needs more than pytest's default hang guard)."""
+    params = []
+    for page in _runnable_pages():
+        try:
+            limit_s = sum(b.timeout_s for b in parse_page(page) if b.kind in ("shell", "python"))
+        except MarkerError:
+            limit_s = 0.0
+        params.append(pytest.param(page, id=rel(page), marks=pytest.mark.timeout(max(PAGE_TIMEOUT_S, limit_s + 60))))
+    return params
 
 
 def test_every_block_is_marked() -> None:
@@ -64,7 +78,7 @@ def test_only_listed_blocks_are_skipped() -> None:
     assert not stale, f"ALLOWED_SKIPS lists blocks that are no longer skipped: {stale}"
 
 
-@pytest.mark.parametrize("page", _runnable_pages(), ids=rel)
+@pytest.mark.parametrize("page", _page_params())
 def test_page_code_blocks(page: Path, tmp_path: Path) -> None:
     blocks = parse_page(page)
     run = PageRun(rel(page), tmp_path / "page")

@@ -157,7 +157,7 @@ class SparkCluster:
     def pyfiles_conf(self, archive: Path) -> dict[str, str]:
         """Executors without magnetar installed, given it by ``--py-files`` (``spark.submit.pyFiles``) and, as
         Spark puts py-files on the path of RDD tasks only, not of Python data source tasks, by ``PYTHONPATH``
-        naming the archive in the executor's directory (where Spark fetches it), as docs/spark.md says."""
+        naming the archive in the executor's directory (where Spark fetches it), as docs/guide/spark.md says."""
         return {"spark.submit.pyFiles": str(archive), "spark.executorEnv.PYTHONPATH": archive.name,
                 f"spark.executorEnv.{BARE_ENV}": "1"}
 

@@ -103,7 +103,7 @@ def _kill_executor(signal_file: Path) -> int:
 
 
 def _pyfiles(work: Path) -> Path:
-    """The connector's archive for ``--py-files``, made the way docs/spark.md says."""
+    """The connector's archive for ``--py-files``, made the way docs/guide/spark.md says."""
     archive = work / "magnetar.zip"
     home = Path(magnetar.__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-m", "zipfile", "-c", str(archive), "magnetar/", "pyspark_pulsar/"], cwd=home,
