@@ -106,11 +106,16 @@ def internal_stats(broker: BrokerProcess, topic: str) -> dict[str, Any]:
 
 
 def ledger_files_of(broker: BrokerProcess, topic: str) -> set[int]:
-    """The ids of the ledgers on disk that belong to ``topic`` (their sidecar names the owner)."""
+    """The ids of the ledgers on disk that belong to ``topic`` (their sidecar names the owner). The broker may
+    delete a ledger (a trim) between the listing and the read: a sidecar gone by then is not on disk."""
     owner = f"public/default/persistent/{local_name(topic)}"
     found = set()
     for sidecar in (broker.data_dir / "ledgers" / "ledgers").glob("*.meta"):
-        body = json.loads(sidecar.read_text())
+        try:
+            text = sidecar.read_text()  # sidecars are replaced atomically: whole, or absent
+        except FileNotFoundError:
+            continue
+        body = json.loads(text)
         if body["custom_metadata"].get("pulsar/managed-ledger") == owner:
             found.add(int(body["ledger_id"]))
     return found
