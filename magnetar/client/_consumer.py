@@ -350,7 +350,11 @@ class Consumer:
         if flush:
             self._flush_acks()
 
-    async def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
+    async def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None,
+                                     receipt: bool = False) -> None:
+        """Acknowledge everything up to ``message`` (grouped, as ``acknowledge``). With ``receipt`` (Pulsar's ack
+        receipt) the ack is sent at once and this returns when the broker has persisted it in the subscription's
+        cursor; a failure to persist raises."""
         if self._config.is_shared:
             raise CumulativeAckNotAllowed("cumulative acks are not allowed on Shared / Key_Shared subscriptions")
         self._check_open()
@@ -358,18 +362,28 @@ class Consumer:
         if txn is not None:
             await self._ack_in_txn(txn, mid, batch_size, pb.CommandAck.Cumulative)
             return
+        if receipt:
+            target = self._ack_target(mid, batch_size, pb.CommandAck.Cumulative)
+            await self._ready_connection().request(
+                lambda rid: commands.ack(self._id, [target], pb.CommandAck.Cumulative, request_id=rid))
+            return
         self._acks.add_cumulative(mid, batch_size)
 
-    async def _ack_in_txn(self, txn: Transaction, mid: MessageId, batch_size: int, ack_type: int) -> None:
-        await txn.register_subscription(self.topic, self.subscription)
-        txn.check_open()
-        conn = self._ready_connection()
+    @staticmethod
+    def _ack_target(mid: MessageId, batch_size: int, ack_type: int) -> pb.MessageIdData:
         target = ids.message_id(mid.ledger_id, mid.entry_id)
         if mid.batch_index >= 0 and batch_size > 1:
             if ack_type == pb.CommandAck.Individual:
                 target.ack_set.extend(unacked_except(mid.batch_index, batch_size))
             else:
                 target.ack_set.extend(unacked_after(mid.batch_index, batch_size))
+        return target
+
+    async def _ack_in_txn(self, txn: Transaction, mid: MessageId, batch_size: int, ack_type: int) -> None:
+        await txn.register_subscription(self.topic, self.subscription)
+        txn.check_open()
+        conn = self._ready_connection()
+        target = self._ack_target(mid, batch_size, ack_type)
         op = asyncio.ensure_future(conn.request(
             lambda rid: commands.ack(self._id, [target], ack_type, txnid=txn.txn_id, request_id=rid)
         ))

@@ -84,8 +84,9 @@ class MultiTopicConsumer:
     async def acknowledge(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
         await self._child(message).acknowledge(message, txn=txn)
 
-    async def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
-        await self._child(message).acknowledge_cumulative(message, txn=txn)
+    async def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None,
+                                     receipt: bool = False) -> None:
+        await self._child(message).acknowledge_cumulative(message, txn=txn, receipt=receipt)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         self._child(message).negative_acknowledge(message)

@@ -123,9 +123,10 @@ class Consumer:
         inner = None if txn is None else txn.inner
         self._loop.run(self._inner.acknowledge(message, txn=inner), self._timeout_s)
 
-    def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None) -> None:
+    def acknowledge_cumulative(self, message: Message | MessageId, *, txn: Transaction | None = None,
+                               receipt: bool = False) -> None:
         inner = None if txn is None else txn.inner
-        self._loop.run(self._inner.acknowledge_cumulative(message, txn=inner), self._timeout_s)
+        self._loop.run(self._inner.acknowledge_cumulative(message, txn=inner, receipt=receipt), self._timeout_s)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         async def go() -> None:

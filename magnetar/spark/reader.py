@@ -3,8 +3,17 @@
 The driver-side objects plan offset ranges (``planning``); each ``RangePartition`` carries a
 ``ScanRange`` and the connection settings, because the reader object that runs ``read()`` on an
 executor is not the one that planned. Streaming keeps one driver-side state per query: the
-Trigger.AvailableNow target, and the durable subscription (only with ``subscriptionName``) moved on
-commit. Knows Spark's data source classes and ``magnetar.client``; no protocol.
+Trigger.AvailableNow target, and the durable subscription (only with ``subscriptionName``), moved to
+where the last committed micro-batch ended. Knows Spark's data source classes and ``magnetar.client``; no
+protocol.
+
+When the subscription moves: Spark calls ``commit(end)`` only while planning the batch after next
+(``constructNextBatch``), so a subscription moved there lags one micro-batch, and never sees the last batch of
+an ``availableNow`` run. ``latestOffset(start, ...)`` is asked at every trigger, and its ``start`` is the end
+of the last batch Spark has committed (a batch that did not commit is run again from its logged offsets before
+any new ``latestOffset``); it is also asked once more after an ``availableNow`` run's last batch, to find there
+is nothing left. So the subscription moves to ``start`` there, with an ack receipt (persisted before planning
+goes on), and only when ``start`` is past where it stands.
 """
 
 from __future__ import annotations
@@ -77,6 +86,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self._target: dict[str, MessageId] | None = None
         self._subscriptions: dict[str, Consumer | MultiTopicConsumer] = {}
+        self._moved: dict[str, MessageId] = {}  # where each partition's subscription stands, as acked
 
     # ---------------------------------------------------------------- offsets
 
@@ -104,6 +114,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         starts = from_source_offset(start)
+        if self.opts.subscription_name:  # ``start`` ends the last committed batch (the module's docstring)
+            runtime.run(self._move_subscription(dict(starts)))
         ends = runtime.run(self._latest(starts, limit))
         return to_source_offset(ends)
 
@@ -142,24 +154,26 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)
 
-    # ---------------------------------------------------------------- commit: the optional durable subscription
+    # ---------------------------------------------------------------- the optional durable subscription
 
     def commit(self, end: dict[str, Any]) -> None:
-        if self.opts.subscription_name:
+        if self.opts.subscription_name:  # already there in all but the first batch after a restart
             runtime.run(self._move_subscription(from_source_offset(end)))
 
     async def _move_subscription(self, ends: dict[str, MessageId]) -> None:
-        """Acknowledge cumulatively up to each partition's end, so retention holds what is unread."""
+        """Acknowledge cumulatively up to each partition's end, so retention holds what is unread; each ack
+        persisted before this returns."""
         assert self.opts.subscription_name is not None
         for topic, mid in sorted(ends.items()):
-            if mid.entry_id < 0:
+            if mid.entry_id < 0 or (topic in self._moved and not after(mid, self._moved[topic])):
                 continue
             if topic not in self._subscriptions:
                 self._subscriptions[topic] = await _client(self.opts).subscribe(
                     topic, self.opts.subscription_name, subscription_type="failover",
                     initial_position="earliest", receiver_queue_size=1,
                 )
-            await self._subscriptions[topic].acknowledge_cumulative(mid)
+            await self._subscriptions[topic].acknowledge_cumulative(mid, receipt=True)
+            self._moved[topic] = mid
 
     def stop(self) -> None:
         async def close_all() -> None:

@@ -1,8 +1,11 @@
 """Streaming reads on the real broker with Trigger.AvailableNow: exactly once across a restart on the
-same checkpoint, admission limits per micro-batch, topics found while the query runs."""
+same checkpoint, admission limits per micro-batch, topics found while the query runs; the durable
+``subscriptionName`` standing where the last committed micro-batch ended (issue 35, item 2)."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +13,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from magnetar.client.sync import Client
 from tests.integration.broker_process import BrokerProcess
-from tests.spark.conftest import produce, topic_name
+from tests.spark.conftest import PARTITIONS, produce, topic_name
 
 QUERY_TIMEOUT_S = 180
+SUBSCRIPTION = "spark-copy"
 
 
 def stream(spark: SparkSession, broker: BrokerProcess, **options: str) -> DataFrame:
@@ -98,3 +102,52 @@ def test_latest_start_reads_only_what_comes_after_the_first_batch(
     new = produce(client, topic, 30, prefix="new")
     run_available_now(df, out, checkpoint)
     assert sorted(r.value.decode() for r in spark.read.parquet(str(out)).collect()) == sorted(new)
+
+
+def backlogs(broker: BrokerProcess, topic: str) -> list[int | None]:
+    """Per partition, the backlog of ``SUBSCRIPTION`` (None: the subscription does not exist)."""
+    name = topic.removeprefix("persistent://")
+    out: list[int | None] = []
+    for p in range(PARTITIONS):
+        with urllib.request.urlopen(f"{broker.web_url}/admin/v2/persistent/{name}-partition-{p}/stats",
+                                    timeout=30) as resp:
+            subs = json.load(resp)["subscriptions"]
+        out.append(int(subs[SUBSCRIPTION]["msgBacklog"]) if SUBSCRIPTION in subs else None)
+    return out
+
+
+def test_subscription_stands_where_the_last_available_now_batch_ended(
+    spark: SparkSession, broker: BrokerProcess, client: Client, tmp_path: Path
+) -> None:
+    topic = topic_name("sub-now")
+    produce(client, topic, 90, prefix="a")
+    df = stream(spark, broker, topic=topic, startingOffsets="earliest", maxRecordsPerTrigger="40",
+                subscriptionName=SUBSCRIPTION)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    assert len(run_available_now(df, out, checkpoint)) >= 3
+    assert backlogs(broker, topic) == [0] * PARTITIONS  # the last batch's end included, once the query ended
+    produce(client, topic, 30, prefix="b")
+    held = backlogs(broker, topic)
+    assert sum(b or 0 for b in held) == 30, held  # what the query has not read is held for it
+    run_available_now(df, out, checkpoint)
+    assert backlogs(broker, topic) == [0] * PARTITIONS
+
+
+def test_subscription_follows_a_running_query_without_waiting_for_its_next_batch(
+    spark: SparkSession, broker: BrokerProcess, client: Client, tmp_path: Path
+) -> None:
+    topic = topic_name("sub-run")
+    produce(client, topic, 60, prefix="a")
+    df = stream(spark, broker, topic=topic, startingOffsets="earliest", subscriptionName=SUBSCRIPTION)
+    query = (df.select("value").writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        # processAllAvailable returns once a trigger found nothing new after the last commit: no next batch
+        query.processAllAvailable()
+        assert backlogs(broker, topic) == [0] * PARTITIONS
+        produce(client, topic, 30, prefix="b")
+        query.processAllAvailable()
+        assert backlogs(broker, topic) == [0] * PARTITIONS
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()

@@ -4,10 +4,14 @@ DLQ, seek, readers, subscription types."""
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
+from typing import Any
 
 import pytest
 
 from magnetar.client import Client, Consumer, DeadLetterPolicy, MessageId, Producer, errors
+from tests.integration.broker_process import BrokerProcess
 from tests.integration.client.conftest import RECEIVE_MS, topic_name
 
 COMPRESSIONS = ["none", "lz4", "zlib", "zstd", "snappy"]
@@ -100,6 +104,25 @@ async def test_cumulative_ack_and_not_on_shared(mclient: Client) -> None:
     msg = await shared.receive(RECEIVE_MS)
     with pytest.raises(errors.CumulativeAckNotAllowed):
         await shared.acknowledge_cumulative(msg)
+
+
+def _stats(broker: BrokerProcess, topic: str) -> dict[str, Any]:
+    name = topic.removeprefix("persistent://")
+    with urllib.request.urlopen(f"{broker.web_url}/admin/v2/persistent/{name}/stats", timeout=30) as resp:
+        stats: dict[str, Any] = json.load(resp)
+        return stats
+
+
+async def test_cumulative_ack_with_receipt_is_applied_when_it_returns(mclient: Client, broker: BrokerProcess) -> None:
+    topic = topic_name("mc-receipt")
+    consumer = await _consumer(mclient, topic, ack_group_time_ms=600_000)  # a grouped ack would wait 10 minutes
+    producer = await _producer(mclient, topic)
+    for i in range(5):
+        await producer.send(str(i).encode())
+    got = [await consumer.receive(RECEIVE_MS) for _ in range(5)]
+    await consumer.acknowledge_cumulative(got[2], receipt=True)
+    stats = await asyncio.to_thread(_stats, broker, topic)
+    assert stats["subscriptions"]["sub"]["msgBacklog"] == 2
 
 
 async def test_batch_index_ack_is_kept_by_the_broker(mclient: Client) -> None:
