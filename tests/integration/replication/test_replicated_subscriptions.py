@@ -47,6 +47,10 @@ def metric(geo: Clusters, cluster: str, name: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+PENDING = "pulsar_replicated_subscriptions_pending_snapshots"
+TIMEDOUT = "pulsar_replicated_subscriptions_timedout_snapshots"
+
+
 def snapshots_done(geo: Clusters, cluster: str) -> float:
     return metric(geo, cluster, "pulsar_replicated_subscriptions_snapshot_ms_count")
 
@@ -253,13 +257,17 @@ def test_cluster_down_stops_snapshots_then_the_subscription_catches_up(geo: Clus
         geo["b"].kill()
         try:
             wait_until(lambda: geo.stats("a", path)["replication"]["b"]["connected"] is False, "b disconnected")
-            done = snapshots_done(geo, "a")
+            # a snapshot a started before it saw b go (b still answering, or dying) waits for b's answer
+            # until the snapshot timeout: it never completes, it times out
+            wait_until(lambda: metric(geo, "a", PENDING) == 0, "the snapshot pending at the kill timed out")
+            done, timedout = snapshots_done(geo, "a"), metric(geo, "a", TIMEDOUT)
             for i in range(20, 40):
                 producer.send(f"m{i}".encode())
             assert take(consumer, 40) == names("m", range(40))
-            # the consumer received everything (more than a snapshot interval passed): still no snapshot
+            # the consumer received everything (more than a snapshot interval passed): none started since
             assert snapshots_done(geo, "a") == done
-            assert metric(geo, "a", "pulsar_replicated_subscriptions_pending_snapshots") == 0
+            assert metric(geo, "a", PENDING) == 0
+            assert metric(geo, "a", TIMEDOUT) == timedout
             assert geo.stats("a", path)["replication"]["b"]["replicationBacklog"] >= 20  # held
         finally:
             geo["b"].start()
