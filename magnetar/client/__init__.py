@@ -20,6 +20,7 @@ from magnetar.client import errors
 from magnetar.client._client import Client
 from magnetar.client._config import BatchingConfig, ClientConfig, ConsumerConfig, DeadLetterPolicy, ProducerConfig
 from magnetar.client._consumer import Consumer
+from magnetar.client._incoming import Decoded, decode_stored_entry
 from magnetar.client._messages import EARLIEST, LATEST, Message, MessageId
 from magnetar.client._partitioned import MultiTopicConsumer, PartitionedProducer
 from magnetar.client._producer import Producer
@@ -40,6 +41,7 @@ __all__ = [
     "Consumer",
     "ConsumerConfig",
     "DeadLetterPolicy",
+    "Decoded",
     "Message",
     "MessageId",
     "MultiTopicConsumer",
@@ -50,5 +52,6 @@ __all__ = [
     "Reader",
     "Transaction",
     "TransactionState",
+    "decode_stored_entry",
     "errors",
 ]

@@ -22,7 +22,7 @@ from magnetar.protocol import (
     verify_entry,
 )
 
-__all__ = ["ChunkAssembler", "Decoded", "StartFilter", "decode_entry"]
+__all__ = ["ChunkAssembler", "Decoded", "StartFilter", "decode_entry", "decode_stored_entry"]
 
 
 @dataclass(slots=True)
@@ -121,6 +121,17 @@ def decode_entry(
         out.discarded = max(meta.num_messages_in_batch, 1)
         out.messages.clear()
     return out
+
+
+def decode_stored_entry(topic: str, ledger_id: int, entry_id: int, entry: bytes | memoryview, *, partition: int,
+                        max_message_bytes: int) -> Decoded:
+    """An entry read from storage rather than from a MESSAGE frame (as a reader that reads ledgers directly
+    does): checked and decoded as a delivered one would be. Chunks are not reassembled (one entry is one chunk:
+    the caller decides what to do with chunked messages)."""
+    cmd = pb.CommandMessage(consumer_id=0)
+    cmd.message_id.ledgerId, cmd.message_id.entryId = ledger_id, entry_id
+    return decode_entry(topic, cmd, memoryview(entry), partition=partition, max_message_bytes=max_message_bytes,
+                        chunks=ChunkAssembler(1), start=None)
 
 
 def _single(

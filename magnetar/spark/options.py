@@ -13,14 +13,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["OptionError", "SinkOptions", "SourceOptions", "TopicSpec", "parse_sink", "parse_source"]
+__all__ = [
+    "LedgerStoreLocation", "OptionError", "SinkOptions", "SourceOptions", "TopicSpec", "parse_sink", "parse_source",
+]
 
 _CLIENT_PREFIX: Final = "client."
 _COMMON: Final = ("service.url", "serviceUrl", "path")
 SOURCE_OPTIONS: Final = (
     *_COMMON, "admin.url", "topic", "topics", "topicsPattern", "startingOffsets", "endingOffsets", "startingTime",
     "endingTime", "failOnDataLoss", "maxRecordsPerTrigger", "maxEntriesPerTrigger", "maxBytesPerTrigger",
-    "minPartitions", "subscriptionName", "pollTimeoutMs",
+    "minPartitions", "subscriptionName", "pollTimeoutMs", "readFrom", "ledgerStore.url", "ledgerStore.endpoint",
+    "ledgerStore.region",
 )
 SINK_OPTIONS: Final = (
     *_COMMON, "topic", "topics", "topicsPattern", "deliveryGuarantee", "batchingEnabled", "maxPendingMessages",
@@ -29,6 +32,7 @@ SINK_OPTIONS: Final = (
 EXACTLY_ONCE: Final = "exactly_once"
 AT_LEAST_ONCE: Final = "at_least_once"
 GUARANTEES: Final = (EXACTLY_ONCE, AT_LEAST_ONCE)
+READ_FROM: Final = ("broker", "storage")
 
 
 class OptionError(ValueError):
@@ -59,6 +63,18 @@ class SourceOptions:
     subscription_name: str | None
     poll_timeout_ms: int
     client_options: tuple[tuple[str, int], ...]
+    read_from: str = "broker"  # "storage": sealed ledgers straight from the object store (``direct``)
+    ledger_store: LedgerStoreLocation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerStoreLocation:
+    """Where the broker keeps its ledgers (its ``ledgerStoreUrl``, ``...ServiceEndpoint``, ``...Region``);
+    credentials are not options: each worker's AWS credential chain supplies them."""
+
+    url: str  # s3://BUCKET[/PREFIX]
+    endpoint: str = ""
+    region: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,6 +176,23 @@ def _offsets(opts: Mapping[str, str], name: str, default: str, allowed: tuple[st
     return raw
 
 
+def _ledger_store(opts: Mapping[str, str]) -> tuple[str, LedgerStoreLocation | None]:
+    read_from = opts.get("readfrom", "broker").strip().lower()
+    if read_from not in READ_FROM:
+        raise OptionError(f"option readFrom must be one of {', '.join(READ_FROM)}, got {read_from!r}")
+    url = opts.get("ledgerstore.url", "").strip()
+    if read_from == "broker":
+        return read_from, None
+    if not url.startswith("s3://") or len(url) <= len("s3://"):
+        raise OptionError("readFrom=storage needs option ledgerStore.url, the broker's ledgerStoreUrl "
+                          f"(s3://BUCKET[/PREFIX]), got {url!r}")
+    if not opts.get("admin.url"):
+        raise OptionError("readFrom=storage needs option admin.url (the broker's web service, e.g. "
+                          "http://localhost:8080): the driver asks it for each partition's ledgers")
+    return read_from, LedgerStoreLocation(url, opts.get("ledgerstore.endpoint", "").strip(),
+                                          opts.get("ledgerstore.region", "").strip())
+
+
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     opts = _lower(options)
     _reject_unknown(opts, SOURCE_OPTIONS)
@@ -171,6 +204,9 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         raise OptionError("endingOffsets and endingTime are for batch reads only")
     if "startingoffsets" in opts and "startingtime" in opts:
         raise OptionError("give startingOffsets or startingTime, not both")
+    read_from, ledger_store = _ledger_store(opts)
+    if streaming and read_from == "storage":
+        raise OptionError("readFrom=storage is for batch reads (a stream reads through the broker)")
     return SourceOptions(
         service_url=_service_url(opts),
         admin_url=opts.get("admin.url"),
@@ -186,6 +222,8 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         subscription_name=opts.get("subscriptionname") or None,
         poll_timeout_ms=_int(opts, "pollTimeoutMs", minimum=1) or 30_000,
         client_options=_client_options(opts),
+        read_from=read_from,
+        ledger_store=ledger_store,
     )
 
 

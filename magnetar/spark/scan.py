@@ -31,7 +31,8 @@ from magnetar.spark import runtime
 from magnetar.spark.offsets import contiguous, is_past, reaches
 from magnetar.spark.schema import to_record_batch
 
-__all__ = ["DataLossError", "OffloadReadFailure", "ScanRange", "iter_batches", "scan"]
+__all__ = ["ROWS_PER_BATCH", "DataLossError", "OffloadReadFailure", "ScanRange", "drive", "iter_batches", "scan",
+           "wanted"]
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,8 @@ async def _next(reader: Reader, rng: ScanRange, timeout_ms: int, admin_url: str 
                        + ("" if admin_url else " (set admin.url to learn whether the offload store fails)"))
 
 
-def _wanted(msg: Message, rng: ScanRange) -> bool:
+def wanted(msg: Message, rng: ScanRange) -> bool:
+    """Whether ``msg`` is inside the range's publish-time window."""
     t = msg.publish_time_ms
     return (rng.start_time_ms is None or t >= rng.start_time_ms) and (rng.end_time_ms is None or t < rng.end_time_ms)
 
@@ -147,7 +149,7 @@ async def scan(
         await _check_first(client, rng, None if msg is None else msg.message_id, fail_on_data_loss, timeout_ms)
         chunk: list[Message] = []
         while msg is not None and not is_past(msg.message_id, rng.end):  # bounded by the range end
-            if _wanted(msg, rng):
+            if wanted(msg, rng):
                 chunk.append(msg)
             if reaches(msg, rng.end):
                 break
@@ -175,6 +177,11 @@ def iter_batches(rng: ScanRange, *, service_url: str, client_options: tuple[tupl
     """The range as Arrow record batches, driving the scan on this process's loop chunk by chunk."""
     client = runtime.client_for(service_url, client_options)
     agen = scan(client, rng, fail_on_data_loss=fail_on_data_loss, timeout_ms=timeout_ms, admin_url=admin_url)
+    return drive(agen, rng)
+
+
+def drive(agen: AsyncGenerator[list[Message], None], rng: ScanRange) -> Iterator[pa.RecordBatch]:
+    """Record batches of the chunks ``agen`` yields (run on this process's loop), closing it at the end."""
     try:
         while True:  # ends with the scan, which ends at the range end
             chunk = runtime.run(_next_chunk(agen))

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from magnetar.client.sync import Client
 from tests.integration.broker_process import BrokerProcess
+from tests.s3_server import CREDENTIALS
 
 PARTITIONS = 3
 ENTRIES_PER_LEDGER = 40
@@ -24,6 +25,9 @@ ENTRIES_PER_LEDGER = 40
 def spark() -> Iterator[SparkSession]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # the AWS credential chain of every Python worker (moto's test keys, for the tests that read a bucket): a
+    # data source's workers get the environment the session started with, so it is set before it starts
+    os.environ.update(CREDENTIALS)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("magnetar-spark-tests")

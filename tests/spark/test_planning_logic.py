@@ -7,9 +7,10 @@ import json
 import pytest
 
 from magnetar.client import MessageId
+from magnetar.spark.direct import Ledger, LedgerRange, split_direct
 from magnetar.spark.discovery import Peek
 from magnetar.spark.offsets import BEFORE_FIRST, after, contiguous, from_source_offset, to_source_offset
-from magnetar.spark.options import OptionError, parse_sink, parse_source
+from magnetar.spark.options import LedgerStoreLocation, OptionError, parse_sink, parse_source
 from magnetar.spark.planning import _advance, _shares, split_range
 from magnetar.spark.scan import ScanRange
 
@@ -82,3 +83,34 @@ def test_misspelled_options_are_refused_with_the_closest_name() -> None:
     with pytest.raises(OptionError, match=r"did you mean maxPendingMessages"):
         parse_sink({"service.url": URL, "topic": "t", "maxPendingMessage": "5"})
     assert parse_source({"service.url": URL, "topic": "t", "client.operationTimeoutMs": "5"}, streaming=False)
+
+
+def _pieces(rng: ScanRange, ledgers: list[Ledger]) -> list[tuple[str, object, object]]:
+    out: list[tuple[str, object, object]] = []
+    for piece in split_direct(rng, ledgers, LedgerStoreLocation("s3://b/p")):
+        if isinstance(piece, LedgerRange):
+            out.append(("store", piece.ledger_id, (piece.first, piece.last)))
+        else:
+            out.append(("broker", piece.start, piece.end))
+    return out
+
+
+def test_direct_plan_reads_sealed_ledgers_from_the_store_and_the_rest_through_the_broker() -> None:
+    ledgers = [Ledger(1, 10, True), Ledger(2, 10, False), Ledger(3, 0, True), Ledger(4, 10, True), Ledger(5, 3, True)]
+    rng = ScanRange("t-partition-0", 0, MessageId(1, 4, 2), MessageId(5, 1, -1))
+    assert _pieces(rng, ledgers) == [
+        ("store", 1, (4, 9)),  # entry 4 from batch index 3 on: the start is inside it
+        ("broker", MessageId(1, 9, -1), MessageId(2, 9, -1)),  # offloaded, its store copy deleted
+        ("store", 4, (0, 9)),  # ledger 3 is empty
+        ("broker", MessageId(4, 9, -1), MessageId(5, 1, -1)),  # the current ledger
+    ]
+    cut = [p for p in split_direct(rng, ledgers, LedgerStoreLocation("s3://b/p")) if isinstance(p, ScanRange)]
+    assert not any(p.check_loss for p in cut)  # cuts, not consumed positions
+    inside = ScanRange("t-partition-0", 0, MessageId(4, 2, -1), MessageId(4, 6, 1))
+    assert _pieces(inside, ledgers) == [("store", 4, (3, 6))]
+    assert _pieces(ScanRange("t", -1, BEFORE_FIRST, MessageId(5, 2, -1)), ledgers)[0] == ("store", 1, (0, 9))
+
+
+def test_direct_plan_leaves_a_range_whose_start_ledger_is_gone_to_the_broker() -> None:
+    rng = ScanRange("t-partition-0", 0, MessageId(1, 4, -1), MessageId(5, 1, -1))
+    assert split_direct(rng, [Ledger(4, 10, True), Ledger(5, 3, True)], LedgerStoreLocation("s3://b/p")) == [rng]
