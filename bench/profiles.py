@@ -21,8 +21,9 @@ TOP_ROWS = 35
 
 
 class Profiler:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, gil: bool = False) -> None:
         self.directory = directory
+        self.gil = gil  # sample only the thread holding the GIL: the broker's Python CPU, not its waits
         self.py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
 
     @contextlib.contextmanager
@@ -32,7 +33,8 @@ class Profiler:
         svg = self.directory / f"{name}.svg"
         procs = [
             subprocess.Popen([self.py_spy, "record", "--pid", str(pid), "-r", str(SAMPLE_RATE_HZ), "-f", fmt,
-                              "-o", str(path), "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                              "-o", str(path), "--nonblocking", *(["--gil"] if self.gil else [])],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             for fmt, path in (("raw", raw), ("flamegraph", svg))
         ]
         try:

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/txn_batch_log.py [--transactions 2000] [--concurrency 1,8,32,128] [--repeats 1]
                                             [--spark-rows 1000000] [--spark-master local[2]] [--no-fsync]
+                                            [--json FILE] [--profile DIR]
 
 Two ``magnetar standalone`` processes, one with the coordinator log and the pending-ack logs written one
 record per entry ("plain"), one with both batched (PIP-160), fsync on, driven alternately with ``magnetar perf
@@ -11,7 +12,11 @@ answered), the log entries each transaction cost (``GET /admin/v3/transactions/b
 counts before and after), the broker's CPU per transaction (``/proc/<pid>/stat``, user + system, over the run)
 and the client's (``magnetar perf txn`` measures its own). Then, unless ``--spark-rows 0``, the Spark sink's
 rows/s at-least-once and exactly-once (``bench/spark_rows.py``) on its own broker. Last, the issue's aims
-against what was measured.
+against what was measured. ``--profile DIR`` records each broker with py-spy during each run
+(``DIR/txn-<log>-<in flight>.svg`` and ``.top.txt``, bench/profiles.py), sampling only the thread that holds
+the GIL: where the broker's CPU goes (a plain sample would count the fsync thread waiting on the disk and, on a
+loaded machine, time spent waiting for a core). The sampler takes CPU of its own, so profile in a run of its
+own, not the one whose figures you keep.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.profiles import Profiler  # noqa: E402
 from tests.integration.admin.http import call  # noqa: E402
 from tests.integration.broker_process import BrokerProcess  # noqa: E402
 
@@ -61,10 +67,15 @@ def perf_txn(broker: BrokerProcess, level: int, transactions: int) -> dict[str, 
     return result
 
 
-def run_one(broker: BrokerProcess, level: int, transactions: int) -> dict[str, Any]:
+def run_one(broker: BrokerProcess, level: int, transactions: int, profile: Profiler | None,
+            name: str) -> dict[str, Any]:
     assert broker.proc is not None
     before, cpu_before = written(broker), cpu_s(broker.proc.pid)
-    result = perf_txn(broker, level, transactions)
+    if profile is None:
+        result = perf_txn(broker, level, transactions)
+    else:
+        with profile.record(broker.proc.pid, f"txn-{name}-{level}"):
+            result = perf_txn(broker, level, transactions)
     cpu_used, after = cpu_s(broker.proc.pid) - cpu_before, written(broker)
     done = max(1, result["transactions"])
     result["broker_cpu_us_per_txn"] = cpu_used * 1e6 / done  # includes filling the input topic: a small share
@@ -76,7 +87,8 @@ def run_one(broker: BrokerProcess, level: int, transactions: int) -> dict[str, A
     return result
 
 
-def measure(levels: list[int], transactions: int, repeats: int, fsync: bool) -> dict[str, dict[int, dict[str, Any]]]:
+def measure(levels: list[int], transactions: int, repeats: int, fsync: bool,
+            profile: Profiler | None = None) -> dict[str, dict[int, dict[str, Any]]]:
     results: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in CONFIGS}
     with tempfile.TemporaryDirectory() as tmp:
         brokers = {}
@@ -90,7 +102,7 @@ def measure(levels: list[int], transactions: int, repeats: int, fsync: bool) -> 
                 for level in levels:
                     count = min(transactions, LOW_LEVEL_TRANSACTIONS_MAX) if level == 1 else transactions
                     for name, broker in brokers.items():  # alternate: both see the same machine
-                        run = run_one(broker, level, count)
+                        run = run_one(broker, level, count, profile, name)
                         best = results[name].get(level)
                         if best is None or run["txn_per_s"] > best["txn_per_s"]:
                             results[name][level] = run
@@ -171,9 +183,11 @@ def main() -> None:
     parser.add_argument("--spark-master", default="local[2]")
     parser.add_argument("--no-fsync", action="store_true")
     parser.add_argument("--json", type=Path, help="also write every figure here")
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy each broker during each run")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
-    results = measure(levels, args.transactions, args.repeats, not args.no_fsync)
+    profiler = Profiler(args.profile, gil=True) if args.profile else None
+    results = measure(levels, args.transactions, args.repeats, not args.no_fsync, profiler)
     print_levels(results, levels)
     spark = spark_rows(args.spark_rows, args.spark_master) if args.spark_rows > 0 else None
     if spark:
