@@ -7,8 +7,9 @@ The spec: ``{"conf": {spark settings}, "url": broker, "jobs": [[name, {arguments
 the jobs keeps the cluster tests to one JVM start (plus its executors); a failing job is recorded and the next one
 runs. The jobs: ``eo_stream`` (a topic through the exactly-once sink; the tests kill an executor under it),
 ``restart`` (the same query resumed on a killed driver's checkpoint), ``write``, ``read``, ``read_stream``, and
-the two ``magnetar spark`` commands run in this driver (``export``, ``audit``), and ``where`` (the file the
-executors import magnetar from).
+the two ``magnetar spark`` commands run in this driver (``export``, ``audit``), ``where`` (the file the
+executors import magnetar from), and ``direct_read`` (a topic of a broker whose ledgers are in a bucket, read
+through that broker and straight from the bucket: ``readFrom=storage``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,22 @@ def _read_stream(spark: SparkSession, url: str, a: dict[str, Any]) -> dict[str, 
             "batches": sum(1 for p in query.recentProgress if p["numInputRows"] > 0)}
 
 
+def _direct_read(spark: SparkSession, url: str, a: dict[str, Any]) -> dict[str, Any]:
+    """The same batch read through the broker and from the bucket (its options in ``a["storage"]``)."""
+    out: dict[str, Any] = {}
+    for way, options in (("broker", {}), ("storage", a["storage"])):
+        reader = (spark.read.format("pulsar").option("service.url", a["url"]).option("admin.url", a["admin"])
+                  .option("topic", a["topic"]))
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        df = reader.load()
+        out[f"{way}_partitions"] = df.rdd.getNumPartitions()
+        out[way] = [[None if r.key is None else r.key.hex(), r.value.hex(), r.partition, list(r.messageId),
+                     r.publishTime.isoformat(), r.eventTime.isoformat() if r.eventTime else None,
+                     sorted((r.properties or {}).items())] for r in df.collect()]
+    return out
+
+
 def _where(spark: SparkSession, url: str, a: dict[str, Any]) -> dict[str, Any]:
     """Where the executors import magnetar from (the lambda travels by value: executors need no ``tests``)."""
     files = spark.sparkContext.parallelize(range(4), 4).map(lambda _: __import__("magnetar").__file__).collect()
@@ -101,7 +118,7 @@ def _audit(spark: SparkSession, url: str, a: dict[str, Any]) -> dict[str, Any]:
 
 JOBS: dict[str, Callable[[SparkSession, str, dict[str, Any]], dict[str, Any]]] = {
     "eo_stream": _eo_stream, "restart": _restart, "write": _write, "read": _read, "read_stream": _read_stream,
-    "export": _export, "audit": _audit, "where": _where,
+    "export": _export, "audit": _audit, "where": _where, "direct_read": _direct_read,
 }
 
 

@@ -1,6 +1,8 @@
 """Fixtures for the Spark connector: one shared ``local[2]`` SparkSession for the whole run (starting a
 JVM costs tens of seconds), and a real ``magnetar standalone`` with auto-created partitioned topics
-and small ledgers (so reads cross ledger boundaries) that keeps its data (retention -1)."""
+and small ledgers (so reads cross ledger boundaries) that keeps its data (retention -1); for direct reads,
+``s3_broker``, the same kind of broker with its ledgers in a bucket of a real ``moto_server`` process, and
+``send_kinds``, which writes every kind of entry a reader must decode or leave to the broker."""
 
 from __future__ import annotations
 
@@ -14,11 +16,17 @@ import pytest
 from pyspark.sql import SparkSession
 
 from magnetar.client.sync import Client
+from tests import s3_server
 from tests.integration.broker_process import BrokerProcess
-from tests.s3_server import CREDENTIALS
+from tests.s3_server import CREDENTIALS, MotoServer
 
 PARTITIONS = 3
 ENTRIES_PER_LEDGER = 40
+BUCKET = "spark-direct"  # s3_broker's ledgers, on the module's moto server
+PREFIX = "broker-1"
+S3_ENTRIES_PER_LEDGER = 10
+MAX_MESSAGE_BYTES = 64 * 1024  # send_kinds' chunked messages are bigger than this
+moto = s3_server.moto  # the module-scoped S3 server fixture
 
 
 @pytest.fixture(scope="session")
@@ -88,3 +96,68 @@ def produce(client: Client, topic: str, count: int, *, first: int = 0, prefix: s
     finally:
         producer.close()
     return sent
+
+
+@pytest.fixture(scope="module")
+def s3_broker(moto: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    moto.create_bucket(BUCKET)
+    proc = BrokerProcess(
+        Path(tmp_path_factory.mktemp("magnetar-direct")),
+        extra_args=(
+            "--set", "allowAutoTopicCreationType=partitioned", "--set", f"defaultNumPartitions={PARTITIONS}",
+            "--set", f"managedLedgerMaxEntriesPerLedger={S3_ENTRIES_PER_LEDGER}",
+            "--set", "defaultRetentionTimeInMinutes=-1", "--set", "defaultRetentionSizeInMB=-1",
+            "--set", f"maxMessageSize={MAX_MESSAGE_BYTES}",
+            "--set", f"ledgerStoreUrl=s3://{BUCKET}/{PREFIX}", "--set", f"ledgerStoreServiceEndpoint={moto.endpoint}",
+            "--set", "ledgerStoreRegion=us-east-1",
+        ),
+        env=dict(CREDENTIALS),
+    ).start()
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def s3_client(s3_broker: BrokerProcess) -> Iterator[Client]:
+    with Client(s3_broker.url, operation_timeout_ms=15_000) as c:
+        yield c
+
+
+def send_kinds(client: Client, topic: str, *, chunks: bool, txns: bool) -> None:
+    """Plain sends, lz4 and zstd batches; optionally chunked messages and transactions, some aborted."""
+    plain = client.create_producer(topic)
+    for i in range(60):
+        plain.send(f"plain-{i}".encode(), key=f"k{i}", properties={"i": str(i)}, event_time_ms=1_700_000_000_000 + i)
+    for compression in ("lz4", "zstd"):
+        batched = client.create_producer(topic, batching=True, batching_max_messages=30, compression=compression)
+        futures = [batched.send_async(f"{compression}-{i}".encode() * 20, key=f"b{i % 7}") for i in range(400)]
+        for future in futures:
+            future.result(30)
+        batched.close()
+    if chunks:
+        chunked = client.create_producer(topic, chunking=True, compression="none")
+        for i in range(6):
+            chunked.send(bytes([65 + i]) * (MAX_MESSAGE_BYTES * 2 + 1000), key=f"c{i}")
+        chunked.close()
+    if txns:
+        txn_producer = client.create_producer(topic)
+        for n in range(8):
+            txn = client.new_transaction()
+            for i in range(15):
+                txn_producer.send(f"txn-{n}-{i}".encode(), key=f"t{i}", txn=txn)
+            if n % 3 == 1:
+                txn.abort()
+            else:
+                txn.commit()
+        txn_producer.close()
+    for i in range(40):  # after everything: some of it stays in the open ledger
+        plain.send(f"tail-{i}".encode(), key=f"z{i}")
+    plain.close()
+
+
+def storage_options(moto: MotoServer) -> dict[str, str]:
+    """The source options of a direct read of ``s3_broker``'s topics."""
+    return {"readFrom": "storage", "ledgerStore.url": f"s3://{BUCKET}/{PREFIX}", "ledgerStore.endpoint": moto.endpoint,
+            "ledgerStore.region": "us-east-1"}

@@ -8,8 +8,10 @@ open transactions (on the executors). The second (``cluster_jobs``) gives its ex
 magnetar and ships the connector with ``--py-files`` (``spark.submit.pyFiles``: an archive made as the docs say),
 and runs the exactly-once query of another topic with one executor SIGKILLed mid-task (Spark retries the task on
 another executor), then resumes the killed driver's query on its checkpoint, then a batch write, a batch read, a
-streaming read, ``magnetar spark export`` and ``magnetar spark audit-ledgers``. The tests judge what each job
-left behind with the official client, right after the driver ends: no waiting for any transaction timeout.
+streaming read, ``magnetar spark export``, ``magnetar spark audit-ledgers``, and a direct read
+(``readFrom=storage``: the executors read a broker's ledgers from a bucket of a real ``moto_server``, with the AWS
+credentials ``spark.executorEnv`` gives them). The tests judge what each job left behind with the official client,
+right after the driver ends: no waiting for any transaction timeout.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from magnetar.client.sync import Client
 from magnetar.spark.sink_state import SinkFiles
 from magnetar.spark.test_hooks import ENV
 from tests.integration.broker_process import BrokerProcess
+from tests.s3_server import CREDENTIALS, MotoServer
 from tests.spark.cluster import SparkCluster, executor_of
-from tests.spark.conftest import PARTITIONS, produce, topic_name
+from tests.spark.conftest import PARTITIONS, produce, send_kinds, storage_options, topic_name
 from tests.spark.crash import open_txns, read_now, wait_and_kill
 from tests.spark.eo_job import SINK_ID
 from tests.spark.test_ledger_audit import make_data_dir
@@ -117,7 +120,8 @@ def _run_jobs(cluster: SparkCluster, broker: BrokerProcess, run: Run, jobs: list
     hooks.mkdir()
     spec = run.work / "spec.json"
     conf = {**cluster.driver_conf(), **cluster.pyfiles_conf(_pyfiles(run.work)),
-            f"spark.executorEnv.{ENV}": f"task_written:{hooks}"}
+            f"spark.executorEnv.{ENV}": f"task_written:{hooks}",
+            **{f"spark.executorEnv.{key}": value for key, value in CREDENTIALS.items()}}  # the workers' AWS chain
     spec.write_text(json.dumps({"conf": conf, "url": broker.url, "jobs": jobs}))
     result = run.work / "result.json"
     run.driver_log = run.work / "jobs-driver.log"
@@ -144,9 +148,12 @@ def _run_jobs(cluster: SparkCluster, broker: BrokerProcess, run: Run, jobs: list
 
 
 @pytest.fixture(scope="module")
-def ran(cluster: SparkCluster, broker: BrokerProcess, client: Client,
+def ran(cluster: SparkCluster, broker: BrokerProcess, client: Client, s3_broker: BrokerProcess, moto: MotoServer,
         tmp_path_factory: pytest.TempPathFactory) -> Run:
     run = Run(tmp_path_factory.mktemp("on-cluster"))
+    run.topics["direct"] = topic_name("cluster-direct")
+    with Client(s3_broker.url, operation_timeout_ms=15_000) as s3_client:
+        send_kinds(s3_client, run.topics["direct"], chunks=True, txns=True)
     for name in ("eo_in", "eo_out", "k_in", "k_out", "write", "read", "stream", "export"):
         run.topics[name] = topic_name(f"cluster-{name.replace('_', '-')}")
     run.sent["eo_in"] = list(produce(client, run.topics["eo_in"], EO_ROWS, prefix="eo"))
@@ -169,6 +176,8 @@ def ran(cluster: SparkCluster, broker: BrokerProcess, client: Client,
                          "checkpoint": str(run.work / "stream-cp")}],
         ["export", {"topic": run.topics["export"], "out": str(run.work / "export.parquet")}],
         ["audit", {"data_dir": str(audit_dir)}],
+        ["direct_read", {"url": s3_broker.url, "admin": s3_broker.web_url, "topic": run.topics["direct"],
+                         "storage": storage_options(moto)}],
     ])
     return run
 
@@ -230,3 +239,9 @@ def test_ledger_audit_command(ran: Run) -> None:
     report = json.loads(result["stdout"])
     assert {o["ledger_id"] for o in report["orphans"]} == set(orphans)
     assert [[d["managed_ledger"], d["ledger_id"]] for d in report["dangling"]] == [list(dangling)]
+
+
+def test_direct_read_from_the_bucket_equals_the_broker_read(ran: Run) -> None:
+    result = ran.job("direct_read")
+    assert result["storage_partitions"] > 2 * PARTITIONS  # the sealed ledgers, each a task of its own
+    assert result["broker"] and result["storage"] == result["broker"]

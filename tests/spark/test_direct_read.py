@@ -6,8 +6,6 @@ the tail of the open ledger still comes from the broker."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,75 +13,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from magnetar.client.sync import Client
 from magnetar.spark.options import OptionError, parse_source
-from tests import s3_server
 from tests.integration.broker_process import BrokerProcess
-from tests.s3_server import CREDENTIALS, MotoServer
-from tests.spark.conftest import PARTITIONS, topic_name
-
-moto = s3_server.moto  # the module-scoped S3 server fixture
-BUCKET = "spark-direct"
-PREFIX = "broker-1"
-ENTRIES_PER_LEDGER = 10
-MAX_MESSAGE_BYTES = 64 * 1024  # chunked messages are bigger than this
-
-
-@pytest.fixture(scope="module")
-def s3_broker(moto: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    moto.create_bucket(BUCKET)
-    proc = BrokerProcess(
-        Path(tmp_path_factory.mktemp("magnetar-direct")),
-        extra_args=(
-            "--set", "allowAutoTopicCreationType=partitioned", "--set", f"defaultNumPartitions={PARTITIONS}",
-            "--set", f"managedLedgerMaxEntriesPerLedger={ENTRIES_PER_LEDGER}",
-            "--set", "defaultRetentionTimeInMinutes=-1", "--set", "defaultRetentionSizeInMB=-1",
-            "--set", f"maxMessageSize={MAX_MESSAGE_BYTES}",
-            "--set", f"ledgerStoreUrl=s3://{BUCKET}/{PREFIX}", "--set", f"ledgerStoreServiceEndpoint={moto.endpoint}",
-            "--set", "ledgerStoreRegion=us-east-1",
-        ),
-        env=dict(CREDENTIALS),
-    ).start()
-    try:
-        yield proc
-    finally:
-        proc.kill()
-
-
-@pytest.fixture(scope="module")
-def s3_client(s3_broker: BrokerProcess) -> Iterator[Client]:
-    with Client(s3_broker.url, operation_timeout_ms=15_000) as c:
-        yield c
-
-
-def _send_kinds(client: Client, topic: str, *, chunks: bool, txns: bool) -> None:
-    """Plain sends, lz4 and zstd batches; optionally chunked messages and transactions, some aborted."""
-    plain = client.create_producer(topic)
-    for i in range(60):
-        plain.send(f"plain-{i}".encode(), key=f"k{i}", properties={"i": str(i)}, event_time_ms=1_700_000_000_000 + i)
-    for compression in ("lz4", "zstd"):
-        batched = client.create_producer(topic, batching=True, batching_max_messages=30, compression=compression)
-        futures = [batched.send_async(f"{compression}-{i}".encode() * 20, key=f"b{i % 7}") for i in range(400)]
-        for future in futures:
-            future.result(30)
-        batched.close()
-    if chunks:
-        chunked = client.create_producer(topic, chunking=True, compression="none")
-        for i in range(6):
-            chunked.send(bytes([65 + i]) * (MAX_MESSAGE_BYTES * 2 + 1000), key=f"c{i}")
-        chunked.close()
-    if txns:
-        txn_producer = client.create_producer(topic)
-        for n in range(8):
-            txn = client.new_transaction()
-            for i in range(15):
-                txn_producer.send(f"txn-{n}-{i}".encode(), key=f"t{i}", txn=txn)
-            if n % 3 == 1:
-                txn.abort()
-            else:
-                txn.commit()
-        txn_producer.close()
-    for i in range(40):  # after everything: some of it stays in the open ledger
-        plain.send(f"tail-{i}".encode(), key=f"z{i}")
-    plain.close()
+from tests.s3_server import MotoServer
+from tests.spark.conftest import PARTITIONS, send_kinds, storage_options, topic_name
 
 
 def _load(spark: SparkSession, broker: BrokerProcess, topic: str, **options: str) -> DataFrame:
@@ -92,11 +24,6 @@ def _load(spark: SparkSession, broker: BrokerProcess, topic: str, **options: str
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
-
-
-def _storage(moto: MotoServer) -> dict[str, str]:
-    return {"readFrom": "storage", "ledgerStore.url": f"s3://{BUCKET}/{PREFIX}", "ledgerStore.endpoint": moto.endpoint,
-            "ledgerStore.region": "us-east-1"}
 
 
 def _rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -110,9 +37,9 @@ def test_storage_reads_equal_broker_reads(spark: SparkSession, s3_broker: Broker
                                           moto: MotoServer, kinds: str) -> None:
     topic = topic_name(f"direct-{kinds}")
     mixed = kinds != "batches"
-    _send_kinds(s3_client, topic, chunks=mixed, txns=mixed)
+    send_kinds(s3_client, topic, chunks=mixed, txns=mixed)
     through_broker = _load(spark, s3_broker, topic)
-    from_storage = _load(spark, s3_broker, topic, **_storage(moto))
+    from_storage = _load(spark, s3_broker, topic, **storage_options(moto))
     assert from_storage.rdd.getNumPartitions() > 2 * PARTITIONS  # one per sealed ledger, and the tails
     expected = _rows(through_broker)
     got = _rows(from_storage)
@@ -127,7 +54,7 @@ def test_storage_reads_equal_broker_reads(spark: SparkSession, s3_broker: Broker
 def test_storage_reads_respect_offsets_inside_batches(spark: SparkSession, s3_broker: BrokerProcess,
                                                       s3_client: Client, moto: MotoServer) -> None:
     topic = topic_name("direct-bounds")
-    _send_kinds(s3_client, topic, chunks=False, txns=False)
+    send_kinds(s3_client, topic, chunks=False, txns=False)
     everything = _rows(_load(spark, s3_broker, topic))
     in_partition_0 = [row for row in everything if row[3] == 0]
     start, end = in_partition_0[37][4], in_partition_0[-60][4]  # inside batches, ledgers apart
@@ -135,7 +62,7 @@ def test_storage_reads_respect_offsets_inside_batches(spark: SparkSession, s3_br
     bounds = {"startingOffsets": f'{{"{name}": {list(start)}}}', "endingOffsets": f'{{"{name}": {list(end)}}}'}
     expected = [row for row in _rows(_load(spark, s3_broker, topic, **bounds)) if row[3] == 0]
     assert expected == in_partition_0[38:-59]
-    got = [row for row in _rows(_load(spark, s3_broker, topic, **bounds, **_storage(moto))) if row[3] == 0]
+    got = [row for row in _rows(_load(spark, s3_broker, topic, **bounds, **storage_options(moto))) if row[3] == 0]
     assert got == expected
 
 
