@@ -58,19 +58,38 @@ def _never_reading_socket(proc: BrokerProcess) -> socket.socket:
     return sock
 
 
-def _send_until_blocked(sock: socket.socket, chunk: bytes, bytes_max: int) -> int:
-    """Send ``chunk`` repeatedly until the broker stops reading (a send times out) or ``bytes_max``."""
+class _FrameStream:
+    """Sends ``chunk`` (whole frames) over and over, resuming a partly sent chunk where the kernel cut it, so
+    the broker always reads whole frames: a chunk started afresh after a partial send would misalign the
+    stream, and the broker would read a length field from inside a frame (then wait for, or refuse, a frame
+    that does not exist)."""
+
+    def __init__(self, sock: socket.socket, chunk: bytes) -> None:
+        self._sock = sock
+        self._chunk = memoryview(chunk)
+        self._offset = 0  # how much of the current chunk went out
+
+    def send(self) -> int:
+        """One send of the rest of the current chunk; raises TimeoutError if the broker took no byte within the
+        socket's timeout."""
+        n = self._sock.send(self._chunk[self._offset:])
+        self._offset = (self._offset + n) % len(self._chunk)
+        return n
+
+
+def _send_until_blocked(stream: _FrameStream, bytes_max: int) -> int:
+    """Send until the broker takes no byte for SEND_TIMEOUT_S (each send's own timeout, unlike ``sendall``'s,
+    whose deadline covers a whole chunk and so also expires on a broker that is only slow) or ``bytes_max``."""
     sent = 0
-    while sent < bytes_max:
+    while sent < bytes_max:  # every pass sends at least one byte or returns
         try:
-            sock.sendall(chunk)
+            sent += stream.send()
         except TimeoutError:
             return sent
-        sent += len(chunk)
     return sent
 
 
-def _sent_within(sock: socket.socket, chunk: bytes, window_s: float) -> int:
+def _sent_within(sock: socket.socket, stream: _FrameStream, window_s: float) -> int:
     """How many more bytes the broker takes from us within ``window_s`` (bounded loop)."""
     sock.settimeout(0.25)
     sent = 0
@@ -79,18 +98,18 @@ def _sent_within(sock: socket.socket, chunk: bytes, window_s: float) -> int:
         if time.monotonic() > deadline:
             break
         try:
-            sent += sock.send(chunk)
+            sent += stream.send()
         except TimeoutError:
             continue
     return sent
 
 
-def _reading_stopped(sock: socket.socket, chunk: bytes) -> bool:
+def _reading_stopped(sock: socket.socket, stream: _FrameStream) -> bool:
     """True once two windows in a row take (almost) nothing from us: the broker stopped reading.
     A single quiet window could be a stall of a loaded machine; an early block could be one too."""
     quiet = 0
     for _ in range(6):
-        quiet = quiet + 1 if _sent_within(sock, chunk, SEND_TIMEOUT_S) < RESUMED_BYTES_MAX else 0
+        quiet = quiet + 1 if _sent_within(sock, stream, SEND_TIMEOUT_S) < RESUMED_BYTES_MAX else 0
         if quiet == 2:
             return True
     return False
@@ -100,8 +119,8 @@ def test_pings_without_reading_the_pongs_stop_being_read(broker: BrokerProcess) 
     sock = _never_reading_socket(broker)
     try:
         before = rss_bytes(broker)
-        pings = proto.encode_command(proto.commands.ping()) * 20_000
-        sent = _send_until_blocked(sock, pings, 64 * MIB)
+        pings = _FrameStream(sock, proto.encode_command(proto.commands.ping()) * 20_000)
+        sent = _send_until_blocked(pings, 64 * MIB)
         assert sent < 64 * MIB, "the broker kept reading a peer that never reads its pongs"
         assert _reading_stopped(sock, pings), "the broker went on reading"
         assert rss_bytes(broker) - before < RSS_GROWTH_MAX
@@ -120,9 +139,10 @@ def test_large_replies_to_a_peer_that_never_reads_are_bounded(broker: BrokerProc
     sock = _never_reading_socket(broker)
     try:
         before = rss_bytes(broker)
-        requests = b"".join(proto.encode_command(proto.commands.get_topics_of_namespace(i, namespace))
+        listings = b"".join(proto.encode_command(proto.commands.get_topics_of_namespace(i, namespace))
                             for i in range(1000))
-        sent = _send_until_blocked(sock, requests, 64 * MIB)  # 1.5 M requests: 100 GB of replies
+        requests = _FrameStream(sock, listings)
+        sent = _send_until_blocked(requests, 64 * MIB)  # 1.5 M requests: 100 GB of replies
         assert sent < 64 * MIB, "the broker kept reading a peer that never reads its replies"
         assert _reading_stopped(sock, requests), "the broker went on reading"
         peak = _peak_rss_growth(broker, before)
