@@ -28,5 +28,5 @@ def test_a_txn_seed_replays_exactly() -> None:
 
 def test_the_txn_ci_seeds_exercise_every_path() -> None:
     totals = [run_txn_seed(seed, CI_OPS)[0] for seed in range(10)]
-    for name in ("crashes", "restarts", "commits", "aborts", "conflicts", "redriven"):
+    for name in ("crashes", "restarts", "commits", "aborts", "conflicts", "redriven", "delivered", "redelivered"):
         assert sum(getattr(s, name) for s in totals) > 0, name

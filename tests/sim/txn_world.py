@@ -15,7 +15,13 @@ gracefully and crashes. After every restart and crash, and at the end once every
   cursor (a commit writes no cursor record: the pending-ack log keeps it until the cursor's next write, and
   replay applies it again); an aborted one is not; no ack appears that no committed transaction made;
 * at the end, once time passed the cursors' persist interval, the pending-ack logs hold no record of an
-  ended transaction (every one was released).
+  ended transaction (every one was released);
+* dispatch: a Shared consumer on subscription ``a`` (a new one in every world, given permits a few at a time,
+  so the dispatcher lags behind acks and aborts) is never handed an entry of an open or aborted transaction,
+  and is handed an entry a second time only after an aborted transaction's ack gave it back (an abort of an
+  entry not yet handed out must not deliver it twice: once from the replay set and once read, which a
+  recovered pending ack ahead of the fresh read position did); at the end it was handed every readable entry
+  not acknowledged on ``a``.
 
 The pending-ack logs are written through PIP-160's buffered writer, batching or not as the seed draws, and
 the seed flips the switch at runtime (``BatchedLogSwitch``): the running stores follow at their next write,
@@ -27,11 +33,14 @@ Run it: ``.venv/bin/python -m tests.sim.txn_world --seeds 1000 --ops 300`` (``--
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from magnetar import protocol as proto
+from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.dispatcher import GATE_DROP
 from magnetar.broker.names import TopicName
 from magnetar.broker.subscription import Subscription
@@ -46,10 +55,11 @@ from magnetar.ledger.api import InitialPosition, ManagedLedger, ManagedLedgerCon
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.storage.faulty import CrashableLedgerStore, SimDisk
-from tests.sim.world import SeedTrace, Timers, let_turns_pass, seed_main
+from tests.sim.world import InvariantViolation, SeedTrace, Timers, let_turns_pass, seed_main
 
 TOPIC = TopicName.parse("persistent://sim/ns/txn")
 SUBSCRIPTIONS = ("a", "b")
+DISPATCHED = "a"  # the subscription a Shared consumer reads in every world
 OPEN_TXNS_MAX = 4
 SETTLE_TURNS = 40
 READ_BATCH = 128
@@ -81,6 +91,45 @@ class FakeTopic:
         pass
 
 
+class RecordingEndpoint:
+    """A consumer's connection that always has room: hands the stored bytes of every entry sent through it to
+    ``on_entry`` until its world ends."""
+
+    remote_address = "sim"
+    client_version = "sim"
+    protocol_version = 20
+    connected_since_ms = 0
+
+    def __init__(self, on_entry: Callable[[bytes], None]) -> None:
+        self.is_open = True
+        self._on_entry = on_entry
+
+    def send_frame(self, frame: bytes) -> None:
+        pass
+
+    def send_frame_parts(self, head: bytes, payload: bytes) -> None:
+        if self.is_open:
+            self._on_entry(payload)
+
+    def forget_producer(self, producer_id: int) -> None:
+        pass
+
+    def forget_consumer(self, consumer_id: int) -> None:
+        pass
+
+    async def drain(self) -> None:
+        pass
+
+    def has_output_room(self) -> bool:
+        return True
+
+    def output_turn(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
+
+    def output_turn_if_free(self) -> contextlib.AbstractAsyncContextManager[bool]:
+        return contextlib.nullcontext(True)
+
+
 @dataclass
 class TxnStats:
     ops: int = 0
@@ -90,6 +139,8 @@ class TxnStats:
     aborts: int = 0
     conflicts: int = 0
     redriven: int = 0
+    delivered: int = 0
+    redelivered: int = 0  # handed out again after an aborted transaction's ack gave it back
 
 
 class TxnSimulation(SeedTrace):
@@ -116,6 +167,10 @@ class TxnSimulation(SeedTrace):
         self.trace: list[str] = []
         self.step = 0
         self.world = 0
+        self.endpoint: RecordingEndpoint | None = None
+        self.delivered: dict[int, int] = {}  # seq -> times handed to this world's consumer
+        self.given_back: dict[int, int] = {}  # seq -> deliveries an abort allowed beyond the first
+        self.dispatch_violation: InvariantViolation | None = None  # seen in the dispatcher's task, raised here
 
     # ---- worlds --------------------------------------------------------------------------------------------
 
@@ -141,6 +196,43 @@ class TxnSimulation(SeedTrace):
                                     sleep_ms=self.timers.sleep_ms,
                                     new_writer=lambda ledger: switch.new_writer(LogFamily.PENDING_ACK, ledger))
         await self.tt.recover()
+        await self.attach_consumer()
+
+    async def attach_consumer(self) -> None:
+        """This world's Shared consumer on DISPATCHED (the subscriptions are opened before the recovery, as a
+        topic's are at load; the consumer comes after it, as a client's SUBSCRIBE does)."""
+        sub = self.topic.subscriptions[DISPATCHED]
+        sub.gate = self.tt.gate(DISPATCHED)
+        self.endpoint = RecordingEndpoint(self.handed_out)
+        self.delivered, self.given_back = {}, {}
+        self.consumer = Consumer(self.endpoint, consumer_id=self.world, name="sim", topic_name=str(TOPIC),
+                                 subscription_name=DISPATCHED, sub_type=SubType.SHARED, priority_level=0,
+                                 partition=-1, created_ms=0)
+        sub.add_consumer(self.consumer)
+
+    async def detach_consumer(self) -> None:
+        """The world ends: its consumer hears nothing more and its dispatcher stops (no write: after a crash
+        nothing of the old world may touch the store)."""
+        if self.endpoint is not None:
+            self.endpoint.is_open = False
+        dispatcher = self.topic.subscriptions[DISPATCHED].dispatcher
+        if dispatcher is not None:
+            await dispatcher.close()
+
+    def handed_out(self, data: bytes) -> None:
+        """Called in the dispatcher's task, which would catch an exception and retry: a violation is kept for
+        the simulation's own steps to raise (``raise_dispatch_violation``)."""
+        seq = int(proto.entry_payload(data))
+        txn = self.entry_txn[seq]
+        times = self.delivered.get(seq, 0) + 1
+        if txn is not None and self.txns[txn].decision is not TxnAction.COMMIT:
+            self.dispatch_violated(f"dispatch isolation: {seq} of {txn} ({self.txns[txn].decision}) handed out")
+        elif times > 1 + self.given_back.get(seq, 0):
+            self.dispatch_violated(f"{seq} handed to the consumer {times} times, given back "
+                                   f"{self.given_back.get(seq, 0)} times")
+        self.delivered[seq] = times
+        self.stats.delivered += 1
+        self.stats.redelivered += times > 1
 
     async def snapshot_store(self) -> SnapshotStore:
         """Where this world's buffer keeps its snapshots (``txn_snapshot_world`` puts PIP-178's segments here)."""
@@ -150,13 +242,14 @@ class TxnSimulation(SeedTrace):
         await self.boot()
         operations = [
             (10, self.op_open), (30, self.op_send), (15, self.op_ack), (12, self.op_end), (10, self.op_advance),
-            (2, self.op_restart), (4, self.op_crash), (3, self.op_switch),
+            (2, self.op_restart), (4, self.op_crash), (3, self.op_switch), (8, self.op_flow),
         ]  # fmt: skip
         weights = [w for w, _ in operations]
         for step in range(1, self.ops_total + 1):
             self.step = step
             _, op = self.rng.choices(operations, weights)[0]
             await op()
+            self.raise_dispatch_violation()
             self.stats.ops += 1
             await let_turns_pass(self.rng.randint(0, 3))
         self.step += 1
@@ -255,6 +348,10 @@ class TxnSimulation(SeedTrace):
         for sub in sorted(model.acks):
             if sub in model.ended_on:
                 continue
+            if sub == DISPATCHED and model.decision is TxnAction.ABORT:
+                await self.give_back(model.acks[sub])
+                if world != self.world:
+                    return
             await self.tt.end_on_subscription(sub, model.txn, model.decision)
             if world != self.world:
                 return
@@ -266,12 +363,39 @@ class TxnSimulation(SeedTrace):
         else:
             self.stats.aborts += 1
 
+    async def give_back(self, positions: set[Position]) -> None:
+        """An abort is about to release these acks: what the consumer was handed already may come again once
+        (what it was not handed yet comes once, from wherever dispatch finds it). The entry names its seq: a
+        crash may have kept an entry whose receipt it cut."""
+        for position in sorted(positions):
+            try:
+                entry = await self.topic.ledger.read_entry(position)
+            except ManagedLedgerError:
+                return  # this world crashed meanwhile: its consumer is gone, and the end is not driven here
+            seq = int(proto.entry_payload(entry.data))
+            if seq in self.delivered:
+                self.given_back[seq] = self.given_back.get(seq, 0) + 1
+
     async def op_advance(self) -> None:
         await let_turns_pass(SETTLE_TURNS)
         self.clock.advance(self.rng.choice([10, 60, 200, 1500]))
         self.timers.fire_due()
         await let_turns_pass(SETTLE_TURNS)
         self.note("advance")
+
+    def dispatch_violated(self, what: str) -> None:
+        if self.dispatch_violation is None:
+            self.dispatch_violation = self.fail(what)
+
+    def raise_dispatch_violation(self) -> None:
+        if self.dispatch_violation is not None:
+            raise self.dispatch_violation
+
+    async def op_flow(self) -> None:
+        """The consumer asks for a few more messages (few at a time: dispatch lags behind acks and ends)."""
+        permits = self.rng.choice([1, 3, 10])
+        self.topic.subscriptions[DISPATCHED].flow(self.consumer, permits)
+        self.note(f"flow {permits}")
 
     async def op_switch(self) -> None:
         """PIP-160's runtime switch on the pending-ack logs: the running stores follow at their next write."""
@@ -282,6 +406,7 @@ class TxnSimulation(SeedTrace):
     async def op_restart(self) -> None:
         if self.inflight:
             await asyncio.wait(list(self.inflight))
+        await self.detach_consumer()
         await self.tt.close()
         await self.factory.close()
         self.timers.cancel_all()
@@ -292,6 +417,7 @@ class TxnSimulation(SeedTrace):
     async def op_crash(self) -> None:
         self.disk.crash(keep_unsynced_probability=0.5)
         self.timers.cancel_all()
+        await self.detach_consumer()
         for task in list(self.inflight):
             task.cancel()
         if self.inflight:
@@ -322,10 +448,26 @@ class TxnSimulation(SeedTrace):
         await self.check_logs_released()
         if self.tt.buffer.max_read_position() is not None:
             raise self.fail(f"nothing is open, yet maxReadPosition is {self.tt.buffer.max_read_position()}")
-        visible = set((await self.visible()).values())
+        visible = await self.visible()
         expected = {p for seq, p in self.receipted.items() if self.fate(seq) is TxnAction.COMMIT}
-        if missing := expected - visible:
+        if missing := expected - set(visible.values()):
             raise self.fail(f"receipted committed or plain entries never became readable: {sorted(missing)}")
+        await self.check_all_handed_out(visible)
+        await self.detach_consumer()
+
+    async def check_all_handed_out(self, visible: dict[int, Position]) -> None:
+        """Nothing is open: with permits enough, the consumer is handed every readable entry not acked on
+        DISPATCHED (bounded: each flow hands out what is readable, or nothing is left)."""
+        cursor = self.topic.subscriptions[DISPATCHED].cursor
+        for _ in range(len(visible) + 1):
+            owed = sorted(seq for seq, p in visible.items()
+                          if seq not in self.delivered and not cursor.is_acknowledged(p))
+            if not owed:
+                return
+            self.topic.subscriptions[DISPATCHED].flow(self.consumer, len(owed))
+            await let_turns_pass(SETTLE_TURNS)
+            self.raise_dispatch_violation()
+        raise self.fail(f"readable and not acknowledged on {DISPATCHED}, never handed to its consumer: {owed[:10]}")
 
     # ---- invariants ----------------------------------------------------------------------------------------
 
@@ -350,6 +492,7 @@ class TxnSimulation(SeedTrace):
         return out
 
     async def check(self) -> None:
+        self.raise_dispatch_violation()
         visible = await self.visible()
         limit = self.tt.buffer.max_read_position()
         for seq, position in visible.items():
@@ -397,7 +540,9 @@ class TxnSimulation(SeedTrace):
                         raise self.fail(f"committed ack of {position} by {model.txn} on {sub} lost")
                     if settled and pending:
                         raise self.fail(f"ack of {position} by {model.txn} on {sub} pending after its end")
-            for position in self.receipted.values():
+            for seq, position in self.receipted.items():
+                if sub == DISPATCHED and self.fate(seq) is TxnAction.ABORT:
+                    continue  # dispatch acknowledges an aborted transaction's entries as it skips them
                 if cursor.is_acknowledged(position) and position not in self.committed_acks[sub]:
                     owners = [m for m in self.txns.values() if position in m.acks.get(sub, set())
                               and m.decision is TxnAction.COMMIT]
