@@ -93,6 +93,10 @@ def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
         yield {n: col[i] for n, col in columns.items()}
 
 
+def _partitions(producer: Producer | PartitionedProducer) -> int:
+    return len(producer.producers) if isinstance(producer, PartitionedProducer) else 1
+
+
 async def _join(txn: Transaction, producer: Producer | PartitionedProducer, joined: set[str]) -> None:
     """Register every partition of ``producer`` with ``txn`` once (``send_nowait`` needs them registered)."""
     for child in producer.producers if isinstance(producer, PartitionedProducer) else [producer]:
@@ -113,8 +117,11 @@ async def _send_batch(opts: SinkOptions, batch: pa.RecordBatch, pending: deque[t
         producer = await _producer(opts, topic)
         txn = None
         if slot is not None:
-            txn = await slot.get()
-            await _join(txn, producer, joined)
+            txn = slot.txn if slot.txn is not None else await slot.get()
+            joined_key = f"{topic}\0{_partitions(producer)}"  # one check per row, not one per partition
+            if joined_key not in joined:
+                await _join(txn, producer, joined)
+                joined.add(joined_key)
         try:
             future = producer.send_nowait(
                 _as_bytes(row["value"]), key=_as_key(row.get("key")),

@@ -74,6 +74,29 @@ async def test_a_failed_operation_turns_commit_into_abort() -> None:
     assert fake.sent[-1].endTxn.txn_action == pb.ABORT and txn.state is TransactionState.ABORTED
 
 
+async def test_a_failure_among_many_settled_operations_still_turns_commit_into_abort() -> None:
+    """Settled operations are dropped in passes as more are tracked; a failure dropped that way still counts."""
+    fake = FakeCoordinators()
+    txn = _txn(fake)
+    loop = asyncio.get_running_loop()
+    for i in range(5_000):  # several passes over the tracked operations
+        op: asyncio.Future[None] = loop.create_future()
+        if i == 10:
+            op.set_exception(RuntimeError("send 10 failed"))
+        else:
+            op.set_result(None)
+        txn.track(op)
+    last: asyncio.Future[None] = loop.create_future()
+    txn.track(last)  # still under way when commit starts
+    commit = asyncio.ensure_future(txn.commit())
+    await asyncio.sleep(0)  # one loop turn: the commit waits for the last operation
+    assert "END_TXN" not in fake.types()
+    last.set_result(None)
+    with pytest.raises(InvalidTxnStatus, match="send 10 failed"):
+        await commit
+    assert fake.sent[-1].endTxn.txn_action == pb.ABORT and txn.state is TransactionState.ABORTED
+
+
 async def test_context_manager_commits_or_aborts() -> None:
     fake = FakeCoordinators()
     async with _txn(fake) as txn:
