@@ -84,7 +84,7 @@ def _timed_answer() -> None:
 
 
 def install_probes() -> None:
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.topic.persistent import PersistentTopic
     from magnetar.broker.transactions.buffer import TransactionBuffer
     from magnetar.broker.transactions.participants import BrokerParticipants
     from magnetar.broker.transactions.pending_ack import PendingAckStore

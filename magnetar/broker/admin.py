@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,9 +30,9 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.names import PARTITION_SUFFIX, NamespaceName, TopicName, valid_segment
 from magnetar.broker.policies import BacklogQuota
-from magnetar.broker.replication.service import stop_replicators
-from magnetar.broker.service import PARTITIONS_MAX, BrokerService, namespace_key, partitioned_topic_key
-from magnetar.broker.topic import TERMINATED_PROPERTY, PersistentTopic
+from magnetar.broker.registry.catalog import PARTITIONS_MAX, namespace_key
+from magnetar.broker.service import BrokerService
+from magnetar.broker.topic.persistent import TERMINATED_PROPERTY, PersistentTopic
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
 from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.metadata import api as md
@@ -81,6 +80,8 @@ class BrokerAdmin:
 
     def __init__(self, broker: BrokerService) -> None:
         self.broker = broker
+        self.catalog = broker.catalog
+        self.registry = broker.registry
 
     # ---- metadata helpers ----------------------------------------------------------------------------
 
@@ -188,7 +189,7 @@ class BrokerAdmin:
 
     async def create_namespace(self, ns: NamespaceName, body: Mapping[str, Any] | None) -> None:
         await self.tenant(ns.tenant)
-        if await self.broker.namespace_exists(ns):
+        if await self.catalog.namespace_exists(ns):
             raise Conflict("Namespace already exists")
         stored: dict[str, Any] = {}
         for key, value in (body or {}).items():
@@ -248,26 +249,18 @@ class BrokerAdmin:
     async def topics(self, ns: NamespaceName) -> list[str]:
         """Every persistent topic of the namespace, with the partitions of partitioned topics."""
         await self._policies_record(ns)
-        names = set(await self.broker.list_topics(ns))
-        for parent in await self.partitioned_topics(ns):
-            count = await self.partitions(TopicName.parse(parent))
-            names.update(str(TopicName.parse(parent).partition(i)) for i in range(count))
-        return sorted(names)[:TOPICS_PER_NAMESPACE_MAX]
+        return (await self.catalog.list_topics(ns))[:TOPICS_PER_NAMESPACE_MAX]
 
     async def partitioned_topics(self, ns: NamespaceName) -> list[str]:
         await self._policies_record(ns)
-        encoded = await self._children(f"/admin/partitioned-topics/{ns.tenant}/{ns.namespace}/persistent")
-        return [f"persistent://{ns}/{urllib.parse.unquote(e)}" for e in encoded[:TOPICS_PER_NAMESPACE_MAX]]
+        return [str(t) for t in await self.catalog.partitioned_topics(ns, TOPICS_PER_NAMESPACE_MAX)]
 
     async def partitions(self, topic: TopicName) -> int:
         """The partition count of a partitioned topic, 0 for any other name."""
-        if topic.is_partition:
-            return 0
-        record = await self._get(partitioned_topic_key(topic))
-        return int(_json_object(record.value).get("partitions", 0)) if record is not None else 0
+        return await self.catalog.partition_count(topic)
 
     async def exists(self, topic: TopicName) -> bool:
-        if str(topic) in self.broker.topics or await self.broker.ledgers.exists(topic.managed_ledger_name):
+        if str(topic) in self.registry.loaded or await self.broker.ledgers.exists(topic.managed_ledger_name):
             return True
         parent = topic.partitioned_topic_name
         return topic.is_partition and topic.partition_index < await self.partitions(parent)
@@ -275,7 +268,7 @@ class BrokerAdmin:
     async def _namespace_of(self, topic: TopicName) -> None:
         if not topic.persistent:
             raise MethodNotAllowed("non-persistent topics are not supported by magnetar")
-        if not await self.broker.namespace_exists(topic.namespace_name):
+        if not await self.catalog.namespace_exists(topic.namespace_name):
             raise NotFound("Namespace does not exist")
 
     async def create_topic(self, topic: TopicName) -> None:
@@ -290,7 +283,7 @@ class BrokerAdmin:
 
     async def _create_ledger(self, topic: TopicName) -> None:
         try:
-            created = await self.broker.create_ledger(topic)
+            created = await self.catalog.create_ledger(topic)
         except ServiceNotReady as exc:
             raise PersistenceError(str(exc)) from exc
         if not created:
@@ -303,19 +296,16 @@ class BrokerAdmin:
             raise PreconditionFailed("Partitioned Topic Name should not contain '-partition-'")
         if await self.partitions(topic) > 0 or await self.exists(topic):
             raise Conflict("This topic already exists")
-        if not await self.broker.create_partitioned_topic(topic, partitions):
+        if not await self.catalog.create_partitioned_topic(topic, partitions):
             raise Conflict("This topic already exists")
 
     async def update_partitions(self, topic: TopicName, partitions: int) -> None:
         _check_partitions(partitions)
-        record = await self._get(partitioned_topic_key(topic))
-        if record is None:
+        current = await self.catalog.update_partitions(topic, partitions)
+        if current is None:
             raise NotFound("Partitioned topic does not exist")
-        current = int(_json_object(record.value).get("partitions", 0))
         if partitions <= current:
             raise InvalidRequest(f"Desired partitions {partitions} must be more than the current {current}")
-        await self._put(partitioned_topic_key(topic), {"partitions": partitions}, record.version)
-        log.info("partitioned topic %s now has %d partitions", topic, partitions)
 
     # ---- topics: loading, deleting, unloading, terminating -------------------------------------------
 
@@ -324,7 +314,7 @@ class BrokerAdmin:
         declared partition never written to; 404 for a topic that does not exist. Creates nothing (no ledger,
         file or metadata), as Pulsar's GETs do not."""
         await self._namespace_of(topic)
-        loaded = self.broker.topics.get(str(topic))
+        loaded = self.registry.loaded.get(str(topic))
         if loaded is not None:
             return loaded
         if not await self.exists(topic):
@@ -343,7 +333,7 @@ class BrokerAdmin:
 
     async def _get_existing(self, topic: TopicName) -> PersistentTopic:
         try:
-            return await self.broker.get_topic(topic, create=False)
+            return await self.registry.get(topic, create=False)
         except TopicNotFound as exc:
             raise NotFound(str(exc)) from exc
 
@@ -367,39 +357,13 @@ class BrokerAdmin:
             raise Conflict(f"{topic} is a partitioned topic: delete it with its partitions")
         if not await self.exists(topic):
             raise NotFound("Topic not found")
-        loaded = self.broker.topics.get(str(topic))
-        if loaded is not None:
-            busy = loaded.producers or loaded.access.waiting or any(s.consumers for s in loaded.subscriptions.values())
-            if busy and not force:
-                raise PreconditionFailed("Topic has active producers/subscriptions")
-            await loaded.disconnect_clients(consumers=True)
-            if loaded.compacted is not None and self.broker.compaction is not None:
-                await self.broker.compaction.detach(loaded.compacted, delete=True)
-            if self.broker.topics.get(str(topic)) is loaded:
-                del self.broker.topics[str(topic)]
-            loaded.closed = True
-            await stop_replicators(loaded)
-            for sub in list(loaded.subscriptions.values()):
-                await sub.close()
-            if loaded.txn is not None:  # pending-ack logs and the transaction-buffer snapshot
-                await loaded.txn.topic_deleted()
-            ledger = loaded.ledger
-        elif await self.broker.ledgers.exists(topic.managed_ledger_name):
-            ledger = await self.broker.ledgers.open(topic.managed_ledger_name, self.broker.config.managed_ledger)
-            await self.broker.delete_transaction_state(topic, list(ledger.cursors))
-        else:
-            return  # a declared partition that was never written
-        try:
-            await ledger.delete()
-        except ManagedLedgerError as exc:
-            raise PersistenceError(f"Failed to delete {topic}: {exc}") from exc
-        log.info("deleted topic %s", topic)
+        await self.registry.delete(topic, force=force)  # nothing to do for a declared partition never written
 
     async def delete_partitioned_topic(self, topic: TopicName, *, force: bool) -> None:
         for partition in await self.partition_names(topic):
             if await self.exists(partition):
                 await self.delete_topic(partition, force=force)
-        await self._delete_key(partitioned_topic_key(topic))
+        await self.catalog.delete_partitioned_metadata(topic)
         log.info("deleted partitioned topic %s", topic)
 
     async def unload(self, topic: TopicName) -> None:
@@ -409,16 +373,7 @@ class BrokerAdmin:
         elif not await self.exists(topic):
             raise NotFound("Topic not found")
         for name in names:
-            loaded = self.broker.topics.get(str(name))
-            if loaded is None:
-                continue
-            await loaded.disconnect_clients(consumers=True)
-            if loaded.compacted is not None and self.broker.compaction is not None:
-                await self.broker.compaction.detach(loaded.compacted, delete=False)
-            if self.broker.topics.get(str(name)) is loaded:
-                del self.broker.topics[str(name)]
-            await loaded.close()
-            log.info("unloaded topic %s", name)
+            await self.registry.unload(name)
 
     async def terminate(self, topic: TopicName) -> dict[str, int]:
         """Seal the topic: no producer is admitted any more; returns the last message id."""

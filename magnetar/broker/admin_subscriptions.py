@@ -25,7 +25,7 @@ from magnetar.broker.errors import (
 from magnetar.broker.names import TopicName, valid_subscription_name
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.ledger.api import Entry, InitialPosition, InvalidPosition, ManagedLedger, ManagedLedgerError, Position
 
 log = logging.getLogger("magnetar.broker.admin")

@@ -13,15 +13,16 @@ import uuid
 from collections import deque
 from typing import Any
 
-from magnetar.broker.compaction import stats_json
+from magnetar.broker.compaction import compacted_of, stats_json
 from magnetar.broker.compaction.service import compacted_ledger_json
 from magnetar.broker.compaction.view import CompactionRecord
 from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.policies.quota import backlog_bytes
-from magnetar.broker.producer import Producer
 from magnetar.broker.replication.stats import replication_stats, sum_replication
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
+from magnetar.broker.topic.producer import Producer
+from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.txn_stats import topic_counts
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import LedgerSummary, ManagedLedger, OffloadReadHealth, Position
@@ -187,6 +188,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
     """TopicStats of one (non-partitioned or partition) topic."""
     name = str(topic.name)
     subs = {n: subscription_stats(s, rates, name) for n, s in topic.subscriptions.items()}
+    compacted = compacted_of(topic.compacted)
     msg_rate_in = rates.rate(name + "|in|msg", topic.msg_in_counter)
     byte_rate_in = rates.rate(name + "|in|bytes", topic.bytes_in_counter)
     ranges = sum(s["nonContiguousDeletedMessagesRanges"] for s in subs.values())
@@ -206,7 +208,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "publishRateLimitedTimes": 0,
         "earliestMsgPublishTimeInBacklogs": 0,
         **offload_stats(topic.ledger),
-        **topic_counts(topic.txn),
+        **topic_counts(transactions_of(topic.txn)),
         "publishers": [publisher_stats(p, rates, name) for p in topic.producers.values()],
         "waitingPublishers": len(topic.access.waiting),
         "subscriptions": subs,
@@ -216,7 +218,7 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "nonContiguousDeletedMessagesRanges": ranges,
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
         "delayedMessageIndexSizeInBytes": 0,
-        "compaction": stats_json(topic.compacted.record if topic.compacted is not None else CompactionRecord()),
+        "compaction": stats_json(compacted.record if compacted is not None else CompactionRecord()),
         "ownerBroker": owner,
     }
 
@@ -290,7 +292,7 @@ def internal_stats(topic: PersistentTopic) -> dict[str, Any]:
     return {
         **managed_ledger_internal_stats(ledger, cursors),
         "schemaLedgers": [],
-        "compactedLedger": compacted_ledger_json(topic.compacted),
+        "compactedLedger": compacted_ledger_json(compacted_of(topic.compacted)),
         "properties": dict(ledger.properties),
     }
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from magnetar.broker.service import SYSTEM_NAMESPACES, namespace_key
+from magnetar.broker.registry.catalog import SYSTEM_NAMESPACES, namespace_key
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore
 from magnetar.metadata.settings import MetadataSettings, open_store, store_kind
 

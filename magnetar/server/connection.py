@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, NotAllowed, TooManyRequests
-from magnetar.broker.producer import Producer
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topic.producer import Producer
 from magnetar.core.clock import Clock
 from magnetar.core.logs import RateLimitedLog
 from magnetar.server.auth import ConnectionAuth, SecurityContext
@@ -311,14 +311,14 @@ class ServerConnection:
 
 async def detach_producer(conn: ServerConnection, producer: Producer) -> None:
     conn.producers.pop(producer.producer_id, None)
-    topic = conn.broker.topics.get(producer.topic_name)
+    topic = conn.broker.registry.loaded.get(producer.topic_name)
     if topic is not None:
         topic.remove_producer(producer)
 
 
 async def detach_consumer(conn: ServerConnection, consumer: Consumer) -> None:
     conn.consumers.pop(consumer.consumer_id, None)
-    topic = conn.broker.topics.get(consumer.topic_name)
+    topic = conn.broker.registry.loaded.get(consumer.topic_name)
     if topic is not None:
         await topic.remove_consumer(consumer)
 

@@ -14,13 +14,13 @@ from prometheus_client import ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from magnetar.broker.compaction import metric_values
+from magnetar.broker.compaction import compacted_of, metric_values
 from magnetar.broker.compaction.service import METRICS as COMPACTION_METRICS
 from magnetar.broker.policies.service import topic_backlog_bytes
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.server.metrics_broker import ConnectionAndLedgerCollector, NamespaceLevel, add_non_persistent
 from magnetar.server.metrics_deletion import DeletionCollector
 from magnetar.server.metrics_txn import CoordinatorCollector
@@ -96,12 +96,13 @@ class BrokerCollector(Collector):
         }
         topics_count: dict[str, int] = {}
         compaction = {n: GaugeMetricFamily(n, doc, labels=TOPIC_LABELS) for n, doc in COMPACTION_METRICS.items()}
-        for topic in list(self._broker.topics.values()):
+        for topic in list(self._broker.registry.topics()):
             ns = str(topic.name.namespace_name)
             topics_count[ns] = topics_count.get(ns, 0) + 1
             self._topic(topic, [cluster, ns, str(topic.name)], g, c, sg, clients)
-            if topic.compacted is not None and topic.compacted.record.status != "NOT_RUN":
-                for name, value in metric_values(topic.compacted.record).items():
+            compacted = compacted_of(topic.compacted)
+            if compacted is not None and compacted.record.status != "NOT_RUN":
+                for name, value in metric_values(compacted.record).items():
                     compaction[name].add_metric([cluster, ns, str(topic.name)], value)
         add_non_persistent(self._broker, self._rates, cluster, g, c)
         count = GaugeMetricFamily("pulsar_topics_count", "Loaded topics", labels=["cluster", "namespace"])

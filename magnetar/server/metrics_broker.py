@@ -53,7 +53,7 @@ class ConnectionAndLedgerCollector(Collector):
 
     def _ledgers(self, cluster: str) -> Iterator[Metric]:
         totals: dict[str, dict[str, float]] = {}
-        for topic in list(self._broker.topics.values()):
+        for topic in list(self._broker.registry.topics()):
             ns = str(topic.name.namespace_name)
             t = totals.setdefault(ns, dict.fromkeys(ML_GAUGES, 0.0))
             key, ledger, subs = str(topic.name), topic.ledger, list(topic.subscriptions.values())

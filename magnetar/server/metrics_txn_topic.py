@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from magnetar.broker.service import BrokerService
 from magnetar.broker.transactions.buffer import TransactionBuffer
+from magnetar.broker.transactions.listener import transactions_of
 
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
 SUB_LABELS = [*TOPIC_LABELS, "subscription"]
@@ -41,8 +42,8 @@ class TxnTopicCollector(Collector):
                                          "Transactions aborted on the subscription's pending acks",
                                          labels=SUB_LABELS)
         snap = self._snapshot_metrics()
-        for topic in list(self._broker.topics.values()):
-            txn = topic.txn
+        for topic in list(self._broker.registry.topics()):
+            txn = transactions_of(topic.txn)
             if txn is None:
                 continue
             tb = txn.buffer

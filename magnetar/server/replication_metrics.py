@@ -37,7 +37,7 @@ class ReplicationCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         cluster = self._broker.config.cluster_name
         families = {n: GaugeMetricFamily(n, doc, labels=LABELS) for n, (_, doc) in GAUGES.items()}
-        for topic in list(self._broker.topics.values()):
+        for topic in list(self._broker.registry.topics()):
             name = str(topic.name)
             stats = replication_stats(name, topic.replicators.values(), topic.producers.values(), self._rates)
             for remote, values in sorted(stats.items()):

@@ -24,8 +24,9 @@ from aiohttp import web
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
+from magnetar.broker.registry.catalog import POLICIES_PREFIX
 from magnetar.broker.replication.api import RemoteProducerFactory
-from magnetar.broker.service import POLICIES_PREFIX, BrokerService
+from magnetar.broker.service import BrokerService
 from magnetar.broker.transactions.api import TxnParticipants
 from magnetar.broker.transactions.batching import LogFamily
 from magnetar.broker.transactions.coordinator import EndPolicy
@@ -343,7 +344,7 @@ class Standalone:
             settings, self.ledgers, participants, self.clock, ledger_config=config.managed_ledger,
             new_writer=lambda ledger: broker.txn_log_batching.new_writer(LogFamily.TRANSACTION_LOG, ledger),
         )
-        await self.coordinators.start(broker)
+        await self.coordinators.start(broker.catalog, log_batching=broker.txn_log_batching)
         broker.txn_coordinators = self.coordinators
         broker.txn_registry = self.coordinators
         log.info("transaction coordinators ready: %d", config.transaction_coordinator_count)

@@ -27,7 +27,7 @@ async def subscribe(peer: WirePeer, topic: str, consumer_id: int = 7) -> None:
 
 async def test_markers_are_never_delivered_and_are_acked(standalone: Standalone) -> None:
     topic = "persistent://public/default/markers"
-    loaded = await standalone.broker.get_topic(TopicName.parse(topic), create=True)
+    loaded = await standalone.broker.registry.get(TopicName.parse(topic), create=True)
     await loaded.ledger.add_entry(entry(0, b"before"))
     marker = proto.make_marker_entry(proto.markers.TXN_COMMIT, b"", publish_time_ms=1)
     marker_position = await loaded.ledger.add_entry(marker)
@@ -61,7 +61,7 @@ async def test_resent_sequence_ids_are_stored_once(standalone: Standalone) -> No
     again = [(await peer.expect(T.SEND_RECEIPT)).command.send_receipt for _ in range(3)]
     assert [r.sequence_id for r in again] == [1, 2, 3]
     assert [proto.ids.signed(r.message_id.entryId) for r in again[:2]] == [-1, -1]
-    loaded = standalone.broker.topics[topic]
+    loaded = standalone.broker.registry.loaded[topic]
     assert loaded.ledger.number_of_entries() == 4
     await peer.close()
 
@@ -72,7 +72,7 @@ async def test_dedup_cursor_comes_with_the_first_producer(standalone: Standalone
     topic = "persistent://public/default/dedup-lazy"
     consumer = await WirePeer.connect(standalone.broker_port)
     await subscribe(consumer, topic)
-    loaded = standalone.broker.topics[topic]
+    loaded = standalone.broker.registry.loaded[topic]
     assert sorted(loaded.ledger.cursors) == ["sub"]
     peer = await WirePeer.connect(standalone.broker_port)
     name = await create_producer(peer, topic, producer_id=1, name="lazy")
@@ -83,9 +83,8 @@ async def test_dedup_cursor_comes_with_the_first_producer(standalone: Standalone
         await peer.expect(T.SEND_RECEIPT)
     await peer.close()
     await consumer.close()
-    await loaded.close()
-    del standalone.broker.topics[topic]
-    reloaded = await standalone.broker.get_topic(TopicName.parse(topic), create=False)
+    await standalone.broker.registry.unload(TopicName.parse(topic))
+    reloaded = await standalone.broker.registry.get(TopicName.parse(topic), create=False)
     assert reloaded is not loaded and reloaded.last_sequence_id("lazy") == 1
 
 
@@ -148,7 +147,7 @@ async def test_dedup_state_is_rebuilt_after_an_unclean_restart(tmp_path) -> None
         peer.send(proto.commands.send(1, 3), entry(3, b"m3", producer=name))
         receipt = (await peer.expect(T.SEND_RECEIPT)).command.send_receipt
         assert proto.ids.signed(receipt.message_id.entryId) == -1
-        assert second.broker.topics[topic].ledger.number_of_entries() == 5
+        assert second.broker.registry.loaded[topic].ledger.number_of_entries() == 5
         await peer.close()
     finally:
         await second.stop()
@@ -170,7 +169,7 @@ async def test_absurd_flow_permits_and_unknown_acks_are_harmless(standalone: Sta
     frames = [frame, await peer.expect(T.SEND_RECEIPT, T.MESSAGE)]
     message = next(f for f in frames if f.command.type == T.MESSAGE)
     assert bytes(proto.entry_payload(bytes(message.payload or b""))) == b"still-works"
-    consumer = standalone.broker.topics[topic].subscriptions["sub"].consumers[0]
+    consumer = standalone.broker.registry.loaded[topic].subscriptions["sub"].consumers[0]
     assert consumer.permits <= standalone.broker.config.max_consumer_permits
     await peer.close()
 
@@ -193,7 +192,7 @@ async def test_failover_announces_the_active_consumer_and_hands_over(standalone:
     frames = [await peer.expect(T.SUCCESS, T.ACTIVE_CONSUMER_CHANGE) for _ in range(2)]
     handed_over = [f.command.active_consumer_change for f in frames if f.command.type == T.ACTIVE_CONSUMER_CHANGE]
     assert [(c.consumer_id, c.is_active) for c in handed_over] == [(1, True)]
-    sub = standalone.broker.topics[topic].subscriptions["sub"]
+    sub = standalone.broker.registry.loaded[topic].subscriptions["sub"]
     assert sub.dispatcher is not None and sub.dispatcher.active_consumer is not None
     assert sub.dispatcher.active_consumer.name == "b"
     await peer.close()
@@ -210,12 +209,12 @@ async def test_failover_spreads_partitions_over_consumers(standalone: Standalone
             peer.send(proto.commands.subscribe(topic, "sub", 2, consumer_id, 100 + consumer_id, consumer_name=name))
     active = {}
     for partition in range(4):
-        topic = standalone.broker.topics.get(f"{base}-partition-{partition}")
+        topic = standalone.broker.registry.loaded.get(f"{base}-partition-{partition}")
         for _ in range(200):  # wait (bounded) until both consumers of the partition are attached
             if topic is not None and len(topic.subscriptions["sub"].consumers) == 2:
                 break
             await peer.expect(T.SUCCESS, T.ACTIVE_CONSUMER_CHANGE)
-            topic = standalone.broker.topics.get(f"{base}-partition-{partition}")
+            topic = standalone.broker.registry.loaded.get(f"{base}-partition-{partition}")
         assert topic is not None
         dispatcher = topic.subscriptions["sub"].dispatcher
         assert dispatcher is not None and dispatcher.active_consumer is not None

@@ -43,7 +43,7 @@ def settings(data_dir: Path, *, auto_skip: bool) -> StandaloneSettings:
 async def write_three_entries(data_dir: Path) -> None:
     sa = Standalone(settings(data_dir, auto_skip=False))
     await sa.start()
-    topic = await sa.broker.get_topic(TopicName.parse(TOPIC), create=True)
+    topic = await sa.broker.registry.get(TopicName.parse(TOPIC), create=True)
     for i in range(3):
         meta = proto.pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=1)
         await topic.ledger.add_entry(proto.make_entry(meta, b"entry-%d" % i))
@@ -81,7 +81,7 @@ async def test_corrupted_middle_entry(tmp_path: Path, auto_skip: bool) -> None:
         peer.send(proto.commands.flow(1, 100))
         assert await bodies_received(peer, 1) == [b"entry-0"]
         await asyncio.wait_for(watcher.seen.wait(), WAIT_S)
-        dispatcher = sa.broker.topics[TOPIC].subscriptions["sub"].dispatcher
+        dispatcher = sa.broker.registry.loaded[TOPIC].subscriptions["sub"].dispatcher
         assert dispatcher is not None and dispatcher.corrupted_entries >= 1
         metrics = generate_latest(broker_registry(sa.broker, RateTracker(sa.clock))).decode()
         labels = f'cluster="standalone",namespace="public/default",topic="{TOPIC}"'

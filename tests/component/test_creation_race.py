@@ -46,7 +46,7 @@ async def two_brokers(tmp_path: Path) -> AsyncIterator[tuple[Standalone, Standal
 
 async def _plain(sa: Standalone, topic: TopicName) -> bool:
     try:
-        await sa.broker.get_topic(topic, create=True)
+        await sa.broker.registry.get(topic, create=True)
     except BrokerError:
         return False
     return True
@@ -55,7 +55,7 @@ async def _plain(sa: Standalone, topic: TopicName) -> bool:
 async def _partitioned(sa: Standalone, topic: TopicName, turns_later: int) -> bool:
     await let_turns_pass(turns_later)
     try:
-        return await sa.broker.create_partitioned_topic(topic, 2)
+        return await sa.broker.catalog.create_partitioned_topic(topic, 2)
     except BrokerError:
         return False
 
@@ -72,7 +72,7 @@ async def test_a_name_is_never_both_plain_and_partitioned_across_brokers(
         won = await asyncio.gather(_plain(plain_on, topic), _partitioned(partitioned_on, topic, head_start))
         assert not all(won), f"{topic}: both the plain and the partitioned creation succeeded"
         plain = await a.broker.ledgers.exists(topic.managed_ledger_name)
-        partitioned = await a.broker.partition_count(topic) > 0
+        partitioned = await a.broker.catalog.partition_count(topic) > 0
         assert not (plain and partitioned), f"{topic} is both plain and partitioned"
         outcomes.append(won)
     assert any(any(won) for won in outcomes)  # the race is not decided by refusing everything

@@ -80,7 +80,7 @@ async def test_sends_after_a_failed_append_fail_too_and_resends_all_land_in_orde
         peer.send(proto.commands.send(1, seq), entry(seq, "p"))
     again = await replies(peer, 4)
     assert all(kind == T.SEND_RECEIPT and entry_id >= 0 for kind, _, entry_id in again), again
-    topic = broker.broker.topics[TOPIC]
+    topic = broker.broker.registry.loaded[TOPIC]
     assert topic.ledger.number_of_entries() == 6
     bodies = []
     cursor = topic.ledger.new_non_durable_cursor(topic.ledger.next_valid_position(topic.ledger.first_position()), "r")

@@ -124,8 +124,11 @@ class Cluster:
         return TopicController(self, local_cluster=self.name, publish=self.world.publish,  # type: ignore[arg-type]
                                clock=self.world.clock, totals=self.world.totals, timeout_s=5.0, max_cached=4)
 
-    def _new_subscription(self, name: str, cursor: SimCursor, *, durable: bool) -> SimSubscription:
-        return SimSubscription(name, cursor)
+    def add_durable_subscription(self, name: str, cursor: SimCursor) -> SimSubscription:
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            sub = self.subscriptions[name] = SimSubscription(name, cursor)
+        return sub
 
     def append(self, entry: Entry) -> Position:
         self.log.append(entry)

@@ -12,12 +12,13 @@ What it owns:
 - ``txn``: :class:`TxnFilter`, the hook transactions plug into (aborted entries, open transactions).
 - ``deleter``: the one path a compacted ledger leaves storage by (directly, or PIP-186's two phases).
 
-It meets the topic through ``PersistentTopic.compacted`` (a :class:`CompactedTopic` or None) and a few hook
-lines (subscribe, GET_LAST_MESSAGE_ID, stats); it never imports the topic, the dispatchers or the server.
+It meets the topic as a topic listener (``service``: the view attached when a topic loads, detached when it
+closes) and through the topic's compacted-view port (``PersistentTopic.compacted``, narrowed back to a
+:class:`CompactedTopic` by :func:`compacted_of`); it never imports the dispatchers or the server.
 
 In-process API (for broker services that keep state in a compacted topic, e.g. PIP-178's snapshots)::
 
-    compacted = topic.compacted                      # the loaded PersistentTopic's CompactedTopic
+    compacted = compacted_of(topic.compacted)        # the loaded PersistentTopic's CompactedTopic
     table = await compacted.latest_values()          # {key: ViewMessage(key, position, batch_index,
                                                      #                   value, properties)}
     async for entry in compacted.stream(until):      # compacted entries then the live tail, in order
@@ -32,7 +33,7 @@ from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.compaction.service import CompactionService, metric_values, stats_json, status_json
 from magnetar.broker.compaction.state import COMPACTION_CURSOR, CompactedView, is_compaction_cursor, referenced_ledgers
 from magnetar.broker.compaction.txn import NoTransactions, TxnFilter
-from magnetar.broker.compaction.view import CompactedTopic, ViewMessage
+from magnetar.broker.compaction.view import CompactedTopic, ViewMessage, compacted_of
 from magnetar.broker.deletion.audit import register_references
 
 register_references(referenced_ledgers)  # compacted ledgers live outside the managed-ledger records
@@ -46,6 +47,7 @@ __all__ = [
     "NoTransactions",
     "TxnFilter",
     "ViewMessage",
+    "compacted_of",
     "is_compaction_cursor",
     "metric_values",
     "stats_json",

@@ -6,6 +6,9 @@ interrupted runs again then), the admin trigger and status (Pulsar's ``LongRunni
 and the ``pulsar_compaction_*`` values, and the task that, every ``brokerServiceCompactionMonitorIntervalInSeconds``,
 compacts topics whose bytes after the horizon reach the namespace's ``compaction_threshold`` (else
 ``brokerServiceCompactionThresholdInBytes``; 0 disables).
+
+A topic listener: a topic's view is attached (and plugged into its extensions) when it loads, and
+detached when it closes, its compacted ledgers deleted with the topic when it is deleted.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from magnetar.broker.compaction.deleter import (
 from magnetar.broker.compaction.txn import TxnFilter
 from magnetar.broker.compaction.view import CompactedTopic, CompactionRecord
 from magnetar.broker.errors import Conflict
-from magnetar.broker.names import NamespaceName
+from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.topic.listener import TopicListener
+from magnetar.broker.topic.persistent import PersistentTopic
+from magnetar.broker.topic.state import CloseReason
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedger
 from magnetar.ledger.deletion import DeletionQueue, LedgerComponent
@@ -39,18 +45,23 @@ TOPICS_PER_PASS_MAX = 100_000
 THRESHOLD_POLICY = "compaction_threshold"
 
 PolicyReader = Callable[[NamespaceName], Awaitable[dict[str, Any]]]
-LoadedTopics = Callable[[], list[tuple[NamespaceName, CompactedTopic]]]
+#: the transaction filter of a loaded topic (None: no transactions there); the composition root supplies it
+TxnFilterOf = Callable[[PersistentTopic], TxnFilter | None]
 SleepS = Callable[[float], Awaitable[None]]
 
 
-class CompactionService:
+def _no_txn_filter(_topic: PersistentTopic) -> TxnFilter | None:
+    return None
+
+
+class CompactionService(TopicListener):
     def __init__(
         self,
         store: LedgerStore,
         clock: Clock,
         policies: PolicyReader,
-        loaded: LoadedTopics,
         *,
+        txn_filter_of: TxnFilterOf = _no_txn_filter,
         threshold_bytes: int = 0,
         monitor_interval_s: float = 60.0,
         max_message_size: int = 5 * 1024 * 1024,
@@ -59,7 +70,8 @@ class CompactionService:
         self.store = store
         self._clock = clock
         self._policies = policies
-        self._loaded = loaded
+        self._txn_filter_of = txn_filter_of
+        self._views: dict[str, CompactedTopic] = {}  # the loaded topics' views, by topic name
         self.threshold_bytes = threshold_bytes
         self._monitor_interval_s = monitor_interval_s
         self._max_message_size = max_message_size
@@ -70,6 +82,26 @@ class CompactionService:
         self._monitor: asyncio.Task[None] | None = None
 
     # ---- topics --------------------------------------------------------------------------------------
+
+    async def topic_loaded(self, topic: PersistentTopic) -> None:
+        view = await self.attach(str(topic.name), topic.ledger, self._txn_filter_of(topic))
+        self._views[str(topic.name)] = view
+        topic.extensions.attach_compacted(view)
+
+    async def topic_closing(self, topic: PersistentTopic, reason: CloseReason) -> None:
+        view = self._views.get(str(topic.name))
+        if view is None or topic.compacted is not view:
+            return
+        del self._views[str(topic.name)]
+        topic.extensions.attach_compacted(None)
+        await self.detach(view, delete=reason is CloseReason.DELETED)
+
+    def view(self, topic: str) -> CompactedTopic | None:
+        """The compacted view of a loaded topic."""
+        return self._views.get(topic)
+
+    def views(self) -> list[tuple[NamespaceName, CompactedTopic]]:
+        return [(TopicName.parse(name).namespace_name, view) for name, view in list(self._views.items())]
 
     async def attach(self, name: str, ledger: ManagedLedger, txn: TxnFilter | None = None) -> CompactedTopic:
         """``txn``: the topic's transaction filter (aborted entries, open transactions), if it has one."""
@@ -84,8 +116,8 @@ class CompactionService:
         """PIP-186: compacted ledgers leave through the deletion topics; the deletion service asks the
         ``__compaction`` cursor whether one is still used."""
         self._deleter = TwoPhaseDeleter(queue)
-        for _, topic in self._loaded():
-            topic.deleter = self._deleter
+        for view in self._views.values():
+            view.deleter = self._deleter
         ledgers.set_component_owner(LedgerComponent.COMPACTED_LEDGER,
                                     lambda request: compacted_ledger_in_use(metadata, request))
 
@@ -169,7 +201,7 @@ class CompactionService:
         """Start a compaction on every loaded topic past its threshold; returns their names."""
         started = []
         cache: dict[NamespaceName, int] = {}
-        for namespace, topic in self._loaded()[:TOPICS_PER_PASS_MAX]:
+        for namespace, topic in self.views()[:TOPICS_PER_PASS_MAX]:
             if namespace not in cache:
                 cache[namespace] = await self.threshold_of(namespace)
             threshold = cache[namespace]

@@ -283,3 +283,8 @@ class CompactedTopic:
                 after = max(summary.entries - 1 - horizon.entry_id, 0)
                 total += summary.size_bytes * after // summary.entries
         return total
+
+
+def compacted_of(port: object) -> CompactedTopic | None:
+    """A topic's compacted-view port (``PersistentTopic.compacted``) as the view it is, None if it has none."""
+    return port if isinstance(port, CompactedTopic) else None

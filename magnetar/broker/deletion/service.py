@@ -32,7 +32,6 @@ from magnetar.broker.deletion.audit import AuditReport, audit
 from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.messages import DeletionMessage, InvalidDeletionMessage, decode
 from magnetar.broker.deletion.topics import DeletionTopics, SystemTopicQueue
-from magnetar.broker.reserved import reserve_name
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, InitialPosition, ManagedLedger, ManagedLedgerError, RetentionPolicy
 from magnetar.ledger.deletion import (
@@ -52,8 +51,6 @@ log = logging.getLogger("magnetar.broker.deletion")
 
 CURSOR = "pulsar.ledger-deletion"
 DLQ_CURSOR = "pulsar.ledger-deletion-dlq"  # holds the DLQ's messages for an operator (never acked)
-reserve_name(CURSOR)
-reserve_name(DLQ_CURSOR)
 READ_ENTRIES = 100
 IDLE_POLL_MS = 1000  # a consumer with nothing to do also looks again this often (retry due times, restarts)
 ERROR_BACKOFF_MS = 1000

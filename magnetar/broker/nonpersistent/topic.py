@@ -12,7 +12,7 @@ from magnetar.broker.consumer import Consumer, Delivery, SubType
 from magnetar.broker.errors import ConsumerBusy, NotAllowed, ProducerBusy, SubscriptionNotFound
 from magnetar.broker.key_shared import StickyKeySelector, key_hash, sticky_key
 from magnetar.broker.names import NamespaceName, TopicName
-from magnetar.broker.producer import Producer
+from magnetar.broker.topic.producer import Producer
 from magnetar.ledger.api import Position
 
 log = logging.getLogger("magnetar.broker.nonpersistent")

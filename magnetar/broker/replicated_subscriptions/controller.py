@@ -21,7 +21,7 @@ from magnetar.broker.replicated_subscriptions import codec
 from magnetar.broker.replicated_subscriptions.cache import PROPERTY, Snapshot, SnapshotCache
 from magnetar.broker.replicated_subscriptions.rounds import PendingSnapshot, Step
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, InitialPosition, Position
 
@@ -265,11 +265,9 @@ class TopicController:
         sub = self.topic.subscriptions.get(name)
         if sub is None:
             cursor = await self.topic.ledger.open_cursor(name, InitialPosition.EARLIEST)
-            sub = self.topic.subscriptions.get(name)  # subscribed meanwhile?
-            if sub is None:
-                sub = self.topic._new_subscription(name, cursor, durable=True)
-                self.topic.subscriptions[name] = sub
+            if name not in self.topic.subscriptions:  # else subscribed meanwhile
                 log.info("%s: subscription %s created by a replicated-subscription update", self.topic.name, name)
+            sub = self.topic.add_durable_subscription(name, cursor)
         if not sub.durable:
             return
         if not sub.replicated:

@@ -1,6 +1,9 @@
 """The replicated-subscriptions service: one controller per loaded topic, the snapshot timer, the opt-in
 (subscribe turns it on and persists the cursor property; only the admin turns it off), and the figures
 for the metrics. Inert when ``enableReplicatedSubscriptions`` is false.
+
+A topic listener: a topic gets its controller when it loads (its marker hooks plugged into the topic's
+extensions) and loses it when it closes.
 """
 
 from __future__ import annotations
@@ -8,23 +11,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
 
 from magnetar.broker.replicated_subscriptions.cache import PROPERTY
 from magnetar.broker.replicated_subscriptions.controller import TopicController, Totals
 from magnetar.broker.replication.service import ReplicationService
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.listener import TopicListener
+from magnetar.broker.topic.persistent import PersistentTopic
+from magnetar.broker.topic.state import CloseReason
 from magnetar.core.clock import Clock
 
 log = logging.getLogger("magnetar.broker.replicated_subscriptions")
 
 
-class ReplicatedSubscriptions:
+class ReplicatedSubscriptions(TopicListener):
     def __init__(
         self,
         replication: ReplicationService,
-        topics: Callable[[], Iterable[PersistentTopic]],
         clock: Clock,
         *,
         enabled: bool = True,
@@ -33,7 +36,7 @@ class ReplicatedSubscriptions:
         max_cached: int = 30,
     ) -> None:
         self._replication = replication
-        self._topics = topics
+        self._controllers: dict[str, TopicController] = {}  # by topic name, while the topic is loaded
         self._clock = clock
         self.enabled = enabled
         self.frequency_ms = max(10, frequency_ms)
@@ -44,18 +47,18 @@ class ReplicatedSubscriptions:
         self._busy: set[TopicController] = set()  # what the timer ticks (most topics never replicate)
 
     def controller(self, topic: PersistentTopic) -> TopicController:
-        ctrl = topic.replicated_subscriptions
-        if not isinstance(ctrl, TopicController):
+        key = str(topic.name)
+        ctrl = self._controllers.get(key)
+        if ctrl is None or ctrl.topic is not topic:
             ctrl = TopicController(
                 topic, local_cluster=self._replication.local_cluster, publish=self._replication.publish_marker,
                 clock=self._clock, totals=self.totals, timeout_s=self._timeout_s, max_cached=self._max_cached,
                 on_busy=self._busy.add)
-            topic.replicated_subscriptions = ctrl
-            topic.on_marker_stored = ctrl.marker_stored
-            topic.markers_ahead = ctrl.markers_ahead
+            self._controllers[key] = ctrl
+            topic.extensions.set_marker_hooks(ctrl.marker_stored, ctrl.markers_ahead)
         return ctrl
 
-    def topic_loaded(self, topic: PersistentTopic) -> None:
+    async def topic_loaded(self, topic: PersistentTopic) -> None:
         """Every topic answers other clusters' requests and updates; restored subscriptions keep their flag."""
         if not self.enabled:
             return
@@ -63,6 +66,16 @@ class ReplicatedSubscriptions:
         for sub in topic.subscriptions.values():
             if sub.durable and sub.cursor.properties.get(PROPERTY):
                 ctrl.attach(sub)
+
+    async def topic_closing(self, topic: PersistentTopic, reason: CloseReason) -> None:
+        key = str(topic.name)
+        ctrl = self._controllers.get(key)
+        if ctrl is None or ctrl.topic is not topic:
+            return
+        del self._controllers[key]
+        self._busy.discard(ctrl)
+        topic.extensions.set_marker_hooks(None, None)
+        await ctrl.close()
 
     async def subscribed(self, topic: PersistentTopic, sub: Subscription, requested: bool) -> None:
         """SUBSCRIBE with ``replicate_subscription_state=true`` turns it on (never off)."""
@@ -105,16 +118,15 @@ class ReplicatedSubscriptions:
                     self._busy.discard(ctrl)
 
     def pending_snapshots(self) -> int:
-        return sum(len(c.pending) for c in self._controllers())
+        return sum(len(c.pending) for c in self.controllers())
 
-    def _controllers(self) -> list[TopicController]:
-        found = (t.replicated_subscriptions for t in list(self._topics()))
-        return [c for c in found if isinstance(c, TopicController)]
+    def controllers(self) -> list[TopicController]:
+        return list(self._controllers.values())
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for ctrl in self._controllers():
+        for ctrl in self.controllers():
             await ctrl.close()

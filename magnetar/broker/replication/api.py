@@ -13,13 +13,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from magnetar.broker.reserved import reserve_prefix
+from magnetar.broker.topic.dedup import REPLICATOR_PREFIX
 
-#: Pulsar's ``replicatorPrefix``: replication cursors and replicator producers are named with it
-REPLICATOR_PREFIX = "pulsar.repl"
-#: Pulsar's delimiter in a replicator producer's name: ``pulsar.repl.{local}-->{remote}``
+#: Pulsar's delimiter in a replicator producer's name: ``pulsar.repl.{local}-->{remote}``; the prefix
+#: (Pulsar's ``replicatorPrefix``) names replication cursors too: reserved, as every ``pulsar.`` cursor is
 PRODUCER_NAME_DELIMITER = "-->"
-reserve_prefix(REPLICATOR_PREFIX)  # replication cursors are the broker's: never subscriptions (as in Pulsar)
 
 #: what ``disable_replication`` puts in ``replicate_to``: a cluster name that never exists
 LOCAL_ONLY = "__local__"
@@ -37,10 +35,6 @@ def remote_of_cursor(name: str) -> str | None:
 
 def producer_name(local_cluster: str, remote_cluster: str) -> str:
     return f"{REPLICATOR_PREFIX}.{local_cluster}{PRODUCER_NAME_DELIMITER}{remote_cluster}"
-
-
-def is_replicator_producer(name: str) -> bool:
-    return name.startswith(REPLICATOR_PREFIX)
 
 
 def source_of_producer(name: str) -> str | None:
@@ -102,37 +96,3 @@ class RemoteProducerFactory(Protocol):
 
     async def close(self) -> None: ...
 
-
-class ReplicatorView(Protocol):
-    """What a topic, its stats and the replicated-subscriptions service see of a replicator."""
-
-    @property
-    def remote_cluster(self) -> str: ...
-
-    @property
-    def connected(self) -> bool: ...
-
-    @property
-    def producer_name(self) -> str: ...
-
-    @property
-    def msg_out_counter(self) -> int: ...
-
-    @property
-    def bytes_out_counter(self) -> int: ...
-
-    @property
-    def connected_since_ms(self) -> int | None: ...
-
-    @property
-    def remote_address(self) -> str: ...
-
-    def backlog(self) -> int: ...
-
-    def delay_s(self) -> float: ...
-
-    def wake(self) -> None:
-        """New entries are stored: read them."""
-        ...
-
-    async def stop(self) -> None: ...

@@ -7,6 +7,9 @@ missing replicators, restarts those whose cluster moved, and stops the others an
 (a cluster removed from the namespace leaves nothing behind). Topics reconcile when they load, when an
 admin changes a policy or a cluster, and every ``replicationPolicyCheckDurationSeconds``; topics of
 replicated namespaces are loaded at start so their backlog drains without waiting for a client.
+
+A topic listener: a topic reconciles when it loads, and its replicators stop when it closes. Replicators
+plug into the topic's extensions (they are woken when entries are stored).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from magnetar.broker.replication.api import (
     remote_of_cursor,
 )
 from magnetar.broker.replication.replicator import Replicator
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.listener import TopicListener
+from magnetar.broker.topic.persistent import PersistentTopic
+from magnetar.broker.topic.state import CloseReason
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import InitialPosition, ManagedLedgerError, Position
 from magnetar.metadata import api as md
@@ -48,13 +53,17 @@ def topic_policies_key(topic: TopicName) -> str:
     return f"{TOPIC_POLICIES_KEY}/{parent.tenant}/{parent.namespace}/{local}"
 
 
-class ReplicationHost(Protocol):
-    """What the service needs of the broker (BrokerService has it)."""
+class LoadedTopics(Protocol):
+    """The loaded topics, and loading one (the topic registry)."""
 
     @property
-    def topics(self) -> Mapping[str, PersistentTopic]: ...
+    def loaded(self) -> Mapping[str, PersistentTopic]: ...
 
-    async def get_topic(self, topic: TopicName, *, create: bool) -> PersistentTopic: ...
+    async def get(self, topic: TopicName, *, create: bool) -> PersistentTopic: ...
+
+
+class TopicNames(Protocol):
+    """What topics and namespaces exist (the topic catalog)."""
 
     async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]: ...
 
@@ -63,10 +72,11 @@ class ReplicationHost(Protocol):
     async def list_topic_names(self) -> list[TopicName]: ...
 
 
-class ReplicationService:
+class ReplicationService(TopicListener):
     def __init__(
         self,
-        host: ReplicationHost,
+        topics: LoadedTopics,
+        names: TopicNames,
         metadata: md.MetadataStore,
         clock: Clock,
         *,
@@ -74,7 +84,8 @@ class ReplicationService:
         queue_size: int = 1000,
         check_interval_s: float = 600.0,
     ) -> None:
-        self._host = host
+        self._topics = topics
+        self._names = names
         self._metadata = metadata
         self._clock = clock
         self.local_cluster = local_cluster
@@ -99,7 +110,7 @@ class ReplicationService:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for topic in list(self._host.topics.values()):
+        for topic in list(self._topics.loaded.values()):
             await stop_replicators(topic)
         if self.factory is not None:
             await self.factory.close()
@@ -123,7 +134,7 @@ class ReplicationService:
             clusters = value.get("replication_clusters") if isinstance(value, dict) else None
             if isinstance(clusters, list) and clusters:
                 return [c for c in clusters if isinstance(c, str)]
-        policies = await self._host.namespace_policies(topic.namespace_name)
+        policies = await self._names.namespace_policies(topic.namespace_name)
         clusters = policies.get("replication_clusters") or []
         return [c for c in clusters if isinstance(c, str)] if isinstance(clusters, list) else []
 
@@ -152,15 +163,18 @@ class ReplicationService:
         if self.enabled:
             await self.reconcile(topic)
 
+    async def topic_closing(self, topic: PersistentTopic, reason: CloseReason) -> None:
+        await stop_replicators(topic)
+
     async def reconcile_all(self, namespace: NamespaceName | None = None) -> None:
-        for topic in list(self._host.topics.values()):
+        for topic in list(self._topics.loaded.values()):
             if namespace is None or topic.name.namespace_name == namespace:
                 await self.reconcile(topic)
 
     async def reconcile_topic(self, name: TopicName) -> None:
         """A topic-level policy changed: the topic, or every loaded partition of it."""
         parent = str(name.partitioned_topic_name)
-        for topic in list(self._host.topics.values()):
+        for topic in list(self._topics.loaded.values()):
             if str(topic.name.partitioned_topic_name) == parent:
                 await self.reconcile(topic)
 
@@ -175,7 +189,7 @@ class ReplicationService:
                 current = getattr(replicator, "cluster", None)
                 if remote not in wanted or current != wanted[remote]:
                     await replicator.stop()
-                    del topic.replicators[remote]
+                    topic.extensions.remove_replicator(remote)
             for name in list(topic.ledger.cursors):
                 gone = remote_of_cursor(name)
                 if gone is not None and gone not in wanted:
@@ -195,13 +209,13 @@ class ReplicationService:
         parent: tuple[str, int] | None = None
         if topic.name.is_partition:
             parent_name = topic.name.partitioned_topic_name
-            parent = (str(parent_name), await self._host.partition_count(parent_name))
+            parent = (str(parent_name), await self._names.partition_count(parent_name))
         replicator = Replicator(
             topic, str(topic.name), cursor, local_cluster=self.local_cluster, cluster=cluster,
             factory=self.factory, clock=self._clock, queue_size=self._queue_size, partitioned_parent=parent,
             gate=topic.txn.gate(cursor.name) if topic.txn is not None else None,
         )
-        topic.replicators[cluster.name] = replicator
+        topic.extensions.add_replicator(cluster.name, replicator)
         replicator.start()
         log.info("%s: replicating to %s from %s", topic.name, cluster.name, cursor.mark_delete_position)
 
@@ -211,16 +225,16 @@ class ReplicationService:
             return  # no walk over every topic (thousands) when nothing can replicate
         replicated: dict[NamespaceName, bool] = {}
         loaded = 0
-        for name in await self._host.list_topic_names():
-            if str(name) in self._host.topics or loaded >= TOPICS_LOADED_PER_CHECK_MAX or self._closing:
+        for name in await self._names.list_topic_names():
+            if str(name) in self._topics.loaded or loaded >= TOPICS_LOADED_PER_CHECK_MAX or self._closing:
                 continue
             ns = name.namespace_name
             if ns not in replicated:
                 replicated[ns] = ns != SYSTEM_NAMESPACE and len(
-                    (await self._host.namespace_policies(ns)).get("replication_clusters") or []) > 1
+                    (await self._names.namespace_policies(ns)).get("replication_clusters") or []) > 1
             if replicated[ns] or await self._metadata.exists(topic_policies_key(name)):
                 try:
-                    await self._host.get_topic(name, create=False)
+                    await self._topics.get(name, create=False)
                     loaded += 1
                 except Exception as exc:
                     log.warning("cannot load %s for replication: %r", name, exc)
@@ -232,7 +246,7 @@ class ReplicationService:
         for tenant in await self._metadata.children(NAMESPACE_POLICIES_KEY):
             for namespace in await self._metadata.children(f"{NAMESPACE_POLICIES_KEY}/{tenant}"):
                 ns = NamespaceName(tenant, namespace)
-                clusters = (await self._host.namespace_policies(ns)).get("replication_clusters") or []
+                clusters = (await self._names.namespace_policies(ns)).get("replication_clusters") or []
                 if ns != SYSTEM_NAMESPACE and len(clusters) > 1:
                     return True
         return False
@@ -249,5 +263,6 @@ class ReplicationService:
 
 async def stop_replicators(topic: PersistentTopic) -> None:
     for remote in list(topic.replicators):
-        replicator = topic.replicators.pop(remote)
-        await replicator.stop()
+        replicator = topic.extensions.remove_replicator(remote)
+        if replicator is not None:
+            await replicator.stop()

@@ -9,8 +9,9 @@ import datetime
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from magnetar.broker.producer import Producer
-from magnetar.broker.replication.api import ReplicatorView, source_of_producer
+from magnetar.broker.replication.api import source_of_producer
+from magnetar.broker.topic.extensions import ReplicatorView
+from magnetar.broker.topic.producer import Producer
 
 
 class _Rates(Protocol):

@@ -14,7 +14,7 @@ import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from magnetar.broker.names import TopicName
 from magnetar.broker.transactions.api import (
@@ -31,9 +31,6 @@ from magnetar.broker.transactions.states import check_open
 from magnetar.broker.transactions.txn_log import TxnLog, plain_writer
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
-
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
 
 log = logging.getLogger("magnetar.txn")
 
@@ -64,16 +61,35 @@ def is_coordinator_log(topic: TopicName) -> bool:
     return str(topic.namespace_name) == "pulsar/system" and topic.local_name.startswith(LOG_TOPIC_PREFIX)
 
 
-async def _assign_topic(broker: BrokerService, count: int) -> int:
+class StoredSwitch(Protocol):
+    """PIP-160's batching switch, whose stored setting wins over the configuration."""
+
+    async def load(self) -> None: ...
+
+
+class PartitionCount(Protocol):
+    @property
+    def partitions(self) -> int: ...
+
+
+class AssignTopicHost(Protocol):
+    """Partitioned topics (the topic catalog)."""
+
+    async def partitioned_metadata(self, topic: TopicName) -> PartitionCount: ...
+
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool: ...
+
+    async def update_partitions(self, topic: TopicName, partitions: int) -> int | None: ...
+
+
+async def _assign_topic(catalog: AssignTopicHost, count: int) -> int:
     """Create or grow the assign topic to ``count`` partitions; returns how many coordinators to run. A
     topic with more partitions than configured keeps them (coordinators cannot shrink: each has a log)."""
-    from magnetar.broker.admin import BrokerAdmin  # the admin module imports the service, which imports us
-
-    existing = (await broker.partitioned_metadata(ASSIGN_TOPIC)).partitions
+    existing = (await catalog.partitioned_metadata(ASSIGN_TOPIC)).partitions
     if existing == 0:
-        await broker.create_partitioned_topic(ASSIGN_TOPIC, count)
+        await catalog.create_partitioned_topic(ASSIGN_TOPIC, count)
     elif existing < count:
-        await BrokerAdmin(broker).update_partitions(ASSIGN_TOPIC, count)
+        await catalog.update_partitions(ASSIGN_TOPIC, count)
     elif existing > count:
         log.warning("transactionCoordinatorCount=%d but %s has %d partitions: running %d coordinators "
                     "(a coordinator's log is never abandoned)", count, ASSIGN_TOPIC, existing, existing)
@@ -104,14 +120,16 @@ class TransactionCoordinatorService:
         self._wake = asyncio.Event()
         self._wake_at_ms = 0.0
 
-    async def start(self, broker: BrokerService | None = None, *, timeout_loop: bool = True) -> None:
-        """Apply the stored batching switch and create the assign topic (when given the broker), open and
-        replay every TC log, start the timeout task (``timeout_loop=False``: the caller runs
-        ``check_timeouts``, as the simulator does)."""
+    async def start(self, catalog: AssignTopicHost | None = None, *, log_batching: StoredSwitch | None = None,
+                    timeout_loop: bool = True) -> None:
+        """Apply the stored batching switch (``log_batching``), create the assign topic (when given the
+        catalog), open and replay every TC log, start the timeout task (``timeout_loop=False``: the caller
+        runs ``check_timeouts``, as the simulator does)."""
         count = self.settings.count
-        if broker is not None:
-            await broker.txn_log_batching.load()  # PIP-160's stored switch wins over broker.conf
-            count = await _assign_topic(broker, count)
+        if log_batching is not None:
+            await log_batching.load()  # PIP-160's stored switch wins over broker.conf
+        if catalog is not None:
+            count = await _assign_topic(catalog, count)
         for tc_id in range(count):
             txn_log = await TxnLog.open(self._ledgers, tc_id, self._ledger_config, self._new_writer)
             tc = TransactionCoordinator(

@@ -10,31 +10,41 @@ nothing waiting for the transaction, so ending there succeeds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from magnetar.broker.errors import ServiceNotReady, TopicNotFound
 from magnetar.broker.names import TopicName
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.transactions.api import TxnAction, TxnId
+from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 
-if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
+
+class LoadsTopics(Protocol):
+    """The loaded topics, and loading one (the topic registry)."""
+
+    @property
+    def loaded(self) -> Mapping[str, PersistentTopic]: ...
+
+    async def get(self, topic: TopicName, *, create: bool) -> PersistentTopic: ...
 
 
 class BrokerParticipants:
-    def __init__(self, broker: BrokerService) -> None:
-        self._broker = broker
+    def __init__(self, topics: LoadsTopics) -> None:
+        self._topics = topics
 
     async def _transactions(self, topic: str) -> TopicTransactions | None:
-        loaded = self._broker.topics.get(topic)  # the coordinator names topics normalised: no parse when loaded
-        if loaded is None:
+        loaded = self._topics.loaded.get(topic)  # the coordinator names topics normalised: no parse when loaded
+        if loaded is None or loaded.closed:
             try:
-                loaded = await self._broker.get_topic(TopicName.parse(topic), create=False)
+                loaded = await self._topics.get(TopicName.parse(topic), create=False)
             except TopicNotFound:
                 return None
-        if loaded.txn is None:
+        transactions = transactions_of(loaded.txn)
+        if transactions is None:
             raise ServiceNotReady(f"Topic {topic} has no transaction buffer")
-        return loaded.txn
+        return transactions
 
     async def end_txn_on_partition(self, topic: str, txn: TxnId, action: TxnAction) -> None:
         transactions = await self._transactions(topic)

@@ -33,7 +33,7 @@ def broker_routes(admin: BrokerAdmin) -> list[Route]:
         return ok({"brokerId": _self(req), "serviceUrl": f"http://{_self(req)}"})
 
     async def load_report(req: web.Request) -> web.Response:
-        topics = list(broker.topics.values())
+        topics = broker.registry.topics()
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         return ok({
             "name": _self(req), "brokerVersionString": "magnetar", "webServiceUrl": f"http://{_self(req)}",
@@ -47,7 +47,7 @@ def broker_routes(admin: BrokerAdmin) -> list[Route]:
     async def metrics(req: web.Request) -> web.Response:
         """Pulsar's broker-stats/metrics shape: a list of {dimensions, metrics} per namespace."""
         by_ns: dict[str, dict[str, float]] = {}
-        for topic in list(broker.topics.values()):
+        for topic in broker.registry.topics():
             m = by_ns.setdefault(str(topic.name.namespace_name), {"brk_in_tp_count": 0, "brk_msg_in_counter": 0})
             m["brk_in_tp_count"] += 1
             m["brk_msg_in_counter"] += topic.msg_in_counter

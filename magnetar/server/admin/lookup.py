@@ -50,7 +50,7 @@ def lookup_routes(broker: BrokerService) -> list[Route]:
         if domain not in ("persistent", "non-persistent"):
             raise InvalidRequest(f"Unknown topic domain {domain!r}")
         topic = parse_topic(domain, match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
-        if not await broker.namespace_exists(topic.namespace_name):
+        if not await broker.catalog.namespace_exists(topic.namespace_name):
             raise NotFound(f"Namespace {topic.namespace_name} does not exist")
         return ok(lookup_data(broker, req))
 

@@ -7,7 +7,8 @@ from aiohttp import web
 
 from magnetar.broker.admin import parse_namespace, parse_topic
 from magnetar.broker.errors import NotFound
-from magnetar.broker.service import PARTITIONS_MAX, BrokerService
+from magnetar.broker.registry.catalog import PARTITIONS_MAX
+from magnetar.broker.service import BrokerService
 from magnetar.server.admin import openapi as s
 from magnetar.server.admin.routes import Route, int_value, json_body, match, no_content, ok
 
@@ -17,7 +18,7 @@ BASE = "/admin/v2/non-persistent/{tenant}/{namespace}"
 def non_persistent_routes(broker: BrokerService) -> list[Route]:
     async def topics(req: web.Request) -> web.Response:
         ns = parse_namespace(match(req, "tenant"), match(req, "namespace"))
-        if not await broker.namespace_exists(ns):
+        if not await broker.catalog.namespace_exists(ns):
             raise NotFound("Namespace does not exist")
         return ok(broker.non_persistent.names(ns))
 
@@ -30,15 +31,15 @@ def non_persistent_routes(broker: BrokerService) -> list[Route]:
 
     async def create_partitioned(req: web.Request) -> web.Response:
         name = parse_topic("non-persistent", match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
-        if not await broker.namespace_exists(name.namespace_name):
+        if not await broker.catalog.namespace_exists(name.namespace_name):
             raise NotFound("Namespace does not exist")
         count = int_value(await json_body(req, required=True), "partitions", 1, PARTITIONS_MAX)
-        await broker.create_partitioned_topic(name, count)
+        await broker.catalog.create_partitioned_topic(name, count)
         return no_content()
 
     async def partitions(req: web.Request) -> web.Response:
         name = parse_topic("non-persistent", match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
-        return ok({"partitions": (await broker.partitioned_metadata(name)).partitions})
+        return ok({"partitions": (await broker.catalog.partitioned_metadata(name)).partitions})
 
     return [
         Route("PUT", BASE + "/{topic}/partitions", create_partitioned, "Create a partitioned non-persistent topic",

@@ -16,7 +16,7 @@ from magnetar.broker.errors import InvalidRequest, NotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.policies.store import DESTINATION_STORAGE, QUOTA_TYPES
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.ledger.api import Position
 from magnetar.server.admin.routes import Route, int_value, json_body, match, no_content, ok
 from magnetar.server.admin.topics import peek_headers
@@ -49,14 +49,14 @@ def _quota_body(current: Any, body: Any, req: web.Request) -> dict[str, Any]:
 
 
 async def unload_namespace(admin: BrokerAdmin, ns: NamespaceName) -> None:
-    for name in [t for t in list(admin.broker.topics) if TopicName.parse(t).namespace_name == ns]:
+    for name in [t for t in list(admin.registry.loaded) if TopicName.parse(t).namespace_name == ns]:
         await admin.unload(TopicName.parse(name))
 
 
 async def _unload_if_loaded(admin: BrokerAdmin, topic: TopicName) -> None:
     names = await admin.partition_names(topic) if await admin.partitions(topic) > 0 else [topic]
     for name in names:
-        if str(name) in admin.broker.topics:
+        if str(name) in admin.registry.loaded:
             await admin.unload(name)
 
 

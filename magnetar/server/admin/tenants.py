@@ -98,7 +98,7 @@ def tenant_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
 
     async def broker_stats_topics(req: web.Request) -> web.Response:
         nested: dict[str, Any] = {}
-        for topic in list(admin.broker.topics.values()):
+        for topic in admin.broker.registry.topics():
             bundle = nested.setdefault(str(topic.name.namespace_name), {}).setdefault("0x00000000_0xffffffff", {})
             bundle.setdefault(topic.name.domain, {})[str(topic.name)] = topic_stats(topic, rates, owner=req.host)
         return ok(nested)

@@ -11,11 +11,11 @@ from aiohttp import web
 
 from magnetar.broker.admin import BrokerAdmin, parse_namespace, parse_topic
 from magnetar.broker.admin_subscriptions import SubscriptionAdmin, parse_message_id
-from magnetar.broker.compaction import CompactedTopic, CompactionService, status_json
+from magnetar.broker.compaction import CompactedTopic, CompactionService, compacted_of, status_json
 from magnetar.broker.compaction.view import CompactionRecord
 from magnetar.broker.errors import NotAllowed
 from magnetar.broker.names import TopicName
-from magnetar.broker.service import PARTITIONS_MAX
+from magnetar.broker.registry.catalog import PARTITIONS_MAX
 from magnetar.broker.stats import (
     RateTracker,
     internal_stats,
@@ -24,7 +24,7 @@ from magnetar.broker.stats import (
     unwritten_internal_stats,
     unwritten_topic_stats,
 )
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.ledger.api import Position
 from magnetar.server.admin import openapi as s
 from magnetar.server.admin.routes import Route, flag, int_value, json_body, match, no_content, ok
@@ -42,9 +42,10 @@ def _service(admin: BrokerAdmin) -> CompactionService:
 
 
 def _compacted(topic: PersistentTopic) -> CompactedTopic:
-    if topic.compacted is None:
+    compacted = compacted_of(topic.compacted)
+    if compacted is None:
         raise NotAllowed("This broker has no store for compacted ledgers")
-    return topic.compacted
+    return compacted
 
 
 def _topic(req: web.Request) -> TopicName:
@@ -80,7 +81,7 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         topic = _topic(req)
         await admin.targets(topic)  # 404 for an unknown namespace
         if flag(req, "checkAllowAutoCreation"):  # an http:// client's partitioned-metadata lookup
-            return ok({"partitions": (await admin.broker.partitioned_metadata(topic)).partitions})
+            return ok({"partitions": (await admin.catalog.partitioned_metadata(topic)).partitions})
         return ok({"partitions": await admin.partitions(topic)})
 
     async def delete_partitioned(req: web.Request) -> web.Response:

@@ -18,6 +18,7 @@ from magnetar.broker.stats import managed_ledger_internal_stats
 from magnetar.broker.transactions.api import CoordinatorNotFound, TransactionNotFound, TxnId
 from magnetar.broker.transactions.coordinator import TransactionCoordinator, TxnMeta
 from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
+from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.broker.transactions.txn_stats import txn_in_buffer_stats, txn_in_pending_ack_stats
 from magnetar.server.admin.routes import Route, int_value, match, ok
@@ -72,8 +73,8 @@ def transaction_metadata(broker: BrokerService, meta: TxnMeta) -> dict[str, Any]
 
 
 def _loaded_transactions(broker: BrokerService, topic: str) -> TopicTransactions | None:
-    loaded = broker.topics.get(str(TopicName.parse(topic)))
-    return loaded.txn if loaded is not None else None
+    loaded = broker.registry.loaded.get(str(TopicName.parse(topic)))
+    return transactions_of(loaded.txn) if loaded is not None else None
 
 
 def coordinator_routes(broker: BrokerService) -> list[Route]:

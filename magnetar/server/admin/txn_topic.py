@@ -14,8 +14,9 @@ from magnetar.broker.admin import BrokerAdmin, parse_topic
 from magnetar.broker.errors import NotFound, ServiceNotReady, SubscriptionNotFound
 from magnetar.broker.names import TopicName
 from magnetar.broker.stats import managed_ledger_internal_stats
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.transactions.api import TxnId
+from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.pending_ack_log import ManagedLedgerAckLog
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.broker.transactions.txn_stats import (
@@ -44,9 +45,10 @@ def _txn(req: web.Request) -> TxnId:
 
 
 def _transactions(topic: PersistentTopic) -> TopicTransactions:
-    if topic.txn is None:
+    transactions = transactions_of(topic.txn)
+    if transactions is None:
         raise ServiceNotReady(f"Topic {topic.name} has no transaction buffer")
-    return topic.txn
+    return transactions
 
 
 async def _viewed(admin: BrokerAdmin, req: web.Request) -> PersistentTopic:

@@ -16,7 +16,7 @@ from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.errors import ConsumerBusy, ConsumerNotFound, NotAllowed
 from magnetar.broker.names import TopicName, valid_subscription_name
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.ledger.api import InitialPosition, ManagedLedgerError, Position
 from magnetar.server.handlers import txn_topic
 from magnetar.server.handlers.identity import checked_metadata, checked_name
@@ -51,7 +51,7 @@ def _found(conn: ServerConnection, consumer_id: int) -> tuple[Consumer, Persiste
     consumer = conn.consumers.get(consumer_id)
     if consumer is None:
         return None
-    topic = conn.broker.topics.get(consumer.topic_name)
+    topic = conn.broker.registry.loaded.get(consumer.topic_name)
     if topic is None:
         return None
     sub = topic.subscriptions.get(consumer.subscription_name)
@@ -118,7 +118,7 @@ async def on_subscribe(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: mem
     topic_name = TopicName.parse(req.topic)
     await conn.auth.require(topic_name, AuthAction.CONSUME, req.subscription)
     create = req.force_topic_creation if req.HasField("force_topic_creation") else True
-    topic = await conn.broker.get_topic(topic_name, create=create)
+    topic = await conn.broker.registry.get(topic_name, create=create)
     await conn.broker.schemas.for_consumer(topic_name, declared_in(req), idle=topic_idle(topic))
     durable = req.durable if req.HasField("durable") else True
     start = _start_position(topic, req.start_message_id) if req.HasField("start_message_id") else None
@@ -207,8 +207,8 @@ async def on_seek(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryvi
     else:
         raise NotAllowed("SEEK needs a message id or a publish time")
     to_close = await sub.reset(position)
-    if not sub.durable and len(topic.reader_seeks) < READER_SEEKS_MAX:
-        topic.reader_seeks[sub.name] = position
+    if not sub.durable:
+        topic.remember_reader_seek(sub.name, position, READER_SEEKS_MAX)
     for c in to_close:
         # the client reconnects each consumer with the same id and reads from the new position
         c.endpoint.send_frame(proto.encode_command(proto.commands.close_consumer(c.consumer_id, -1)))

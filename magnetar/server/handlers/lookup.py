@@ -48,7 +48,7 @@ async def on_partitioned_metadata(conn: ServerConnection, cmd: proto.pb.BaseComm
     try:
         topic = TopicName.parse(req.topic)
         await conn.auth.require_lookup(topic, "Get Partition Metadata")
-        meta = await conn.broker.partitioned_metadata(topic)
+        meta = await conn.broker.catalog.partitioned_metadata(topic)
     except BrokerError as exc:
         failure = proto.commands.partitioned_metadata_failure(req.request_id, exc.server_error, str(exc))
         conn.send_frame(proto.encode_command(failure))
@@ -61,7 +61,7 @@ async def on_lookup(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memory
     try:
         topic = TopicName.parse(req.topic)
         await conn.auth.require_lookup(topic)
-        if not await conn.broker.namespace_exists(topic.namespace_name):
+        if not await conn.broker.catalog.namespace_exists(topic.namespace_name):
             raise BrokerError(f"Namespace {topic.namespace_name} does not exist")
         config = conn.broker.config
         listener = listener_urls(config.advertised_listeners, config.internal_listener_name,
@@ -81,7 +81,7 @@ async def on_get_topics(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: me
     ns = NamespaceName.parse(req.namespace)
     await conn.auth.require_namespace(ns)
     mode = req.mode if req.HasField("mode") else 0
-    topics = [] if mode == 1 else await conn.broker.list_topics(ns)
+    topics = [] if mode == 1 else await conn.broker.catalog.list_topics(ns)
     log.debug("GET_TOPICS_OF_NAMESPACE %s mode=%s from %s: %d topics", ns, mode, conn.remote_address, len(topics))
     conn.send_frame(proto.encode_command(proto.commands.get_topics_of_namespace_response(req.request_id, topics)))
 

@@ -12,8 +12,8 @@ from magnetar.broker.authorization import AuthAction
 from magnetar.broker.errors import ChecksumError, ConsumerBusy, NotAllowed, ProducerBusy, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.nonpersistent import NonPersistentTopic
-from magnetar.broker.producer import failed_publish
 from magnetar.broker.schema import version_bytes
+from magnetar.broker.topic.producer import failed_publish
 from magnetar.server.handlers.consume import new_consumer
 from magnetar.server.handlers.produce import new_producer
 from magnetar.server.handlers.schema import declared_in
@@ -28,7 +28,7 @@ MODE_PERSISTENT, MODE_NON_PERSISTENT, MODE_ALL = 0, 1, 2
 
 
 async def _topic(conn: ServerConnection, name: TopicName) -> NonPersistentTopic:
-    if not await conn.broker.namespace_exists(name.namespace_name):
+    if not await conn.broker.catalog.namespace_exists(name.namespace_name):
         raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
     return conn.broker.non_persistent.get_or_create(name)
 
@@ -129,7 +129,7 @@ async def on_get_topics(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: me
     ns = NamespaceName.parse(req.namespace)
     await conn.auth.require_namespace(ns)
     mode = req.mode if req.HasField("mode") else MODE_PERSISTENT
-    topics = await conn.broker.list_topics(ns) if mode != MODE_NON_PERSISTENT else []
+    topics = await conn.broker.catalog.list_topics(ns) if mode != MODE_NON_PERSISTENT else []
     if mode != MODE_PERSISTENT:
         topics += conn.broker.non_persistent.names(ns)
     conn.send_frame(proto.encode_command(proto.commands.get_topics_of_namespace_response(req.request_id, topics)))

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
-from magnetar.broker.access import Queued
 from magnetar.broker.authorization import AuthAction
 from magnetar.broker.errors import ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
 from magnetar.broker.names import TopicName
-from magnetar.broker.producer import AccessMode, Producer, failed_publish
 from magnetar.broker.schema import version_bytes
+from magnetar.broker.topic.access import Queued
+from magnetar.broker.topic.producer import AccessMode, Producer, failed_publish
 from magnetar.server.handlers import txn_topic
 from magnetar.server.handlers.identity import checked_metadata, checked_name
 from magnetar.server.handlers.schema import declared_in
@@ -53,7 +53,7 @@ async def on_producer(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memo
         conn.send_frame(proto.encode_command(proto.commands.producer_success(
             req.request_id, existing.name, -1, topic_epoch=existing.topic_epoch)))
         return
-    topic = await conn.broker.get_topic(topic_name, create=True)
+    topic = await conn.broker.registry.get(topic_name, create=True)
     refusal = await conn.broker.policies.producer_refusal(topic)
     if refusal is not None:  # backlog quota: producer_request_hold (retriable) or producer_exception
         raise refusal
@@ -100,7 +100,7 @@ def on_send(conn: ServerConnection, cmd: proto.pb.BaseCommand, payload: memoryvi
     if producer is None:
         _fail(conn, req.producer_id, req.sequence_id, NotAllowed("Producer is not connected"))
         return
-    topic = conn.broker.topics.get(producer.topic_name)
+    topic = conn.broker.registry.loaded.get(producer.topic_name)
     if topic is None or producer.closed:
         producer.track(req.sequence_id, highest, failed_publish(ServiceNotReady("Producer is closed")))
         return

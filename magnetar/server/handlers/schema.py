@@ -13,7 +13,7 @@ from magnetar.broker.schema import SchemaInfo, StoredSchema, version_bytes
 from magnetar.broker.schema.types import version_of
 
 if TYPE_CHECKING:
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.topic.persistent import PersistentTopic
     from magnetar.server.connection import ServerConnection
     from magnetar.server.handlers import Handler
 

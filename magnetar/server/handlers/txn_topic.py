@@ -18,8 +18,9 @@ from magnetar import protocol as proto
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, ConsumerNotFound, NotAllowed, ServiceNotReady
 from magnetar.broker.subscription import ACK_CUMULATIVE, Subscription
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.transactions.api import TxnAction, TxnId
+from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId
 from magnetar.ledger.api import Position
 from magnetar.ledger.bitset import all_set, words_to_int
@@ -109,12 +110,13 @@ async def _txn_ack(
     if registry is None:
         raise NotAllowed(DISABLED)
     registry.check_ack(txn, str(topic.name), sub.name)
-    if topic.txn is None:
+    transactions = transactions_of(topic.txn)
+    if transactions is None:
         raise ServiceNotReady(f"Topic {topic.name} has no transaction buffer")
     ids = [a for a in (_acked_id(consumer, mid) for mid in req.message_id) if a is not None]
     if not ids:
         return
-    await topic.txn.acknowledge(sub, txn, req.ack_type == ACK_CUMULATIVE, ids)
+    await transactions.acknowledge(sub, txn, req.ack_type == ACK_CUMULATIVE, ids)
 
 
 # ---- END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION --------------------------------------------------------

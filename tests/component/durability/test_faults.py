@@ -168,7 +168,7 @@ async def test_retention_trims_consumed_ledgers_and_ttl_expires_old_backlog() ->
     broker = BrokerService(config, metadata, factory, clock)
     await broker.start()
     topic_name = TopicName.parse("persistent://public/default/retained")
-    topic = await broker.get_topic(topic_name, create=True)
+    topic = await broker.registry.get(topic_name, create=True)
     fast = await topic.ledger.open_cursor("fast", InitialPosition.EARLIEST)
     slow = await topic.ledger.open_cursor("slow", InitialPosition.EARLIEST)
     positions = []

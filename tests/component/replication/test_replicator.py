@@ -16,7 +16,7 @@ from magnetar.broker.admin import BrokerAdmin
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.replication.api import ClusterData
 from magnetar.broker.replication.replicator import Replicator, should_replicate
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.client import Client
 from magnetar.client.remote import RemoteProducers
 from magnetar.ledger.api import Position
@@ -131,7 +131,7 @@ async def test_entries_are_acked_only_after_the_remote_receipt_and_resent_after_
     fake_remote: tuple[Standalone, FakeFactory],
 ) -> None:
     sa, factory = fake_remote
-    topic = await sa.broker.get_topic(TopicName.parse("persistent://public/default/t"), create=True)
+    topic = await sa.broker.registry.get(TopicName.parse("persistent://public/default/t"), create=True)
     replicator = topic.replicators["b"]
     assert isinstance(replicator, Replicator)
     first = await factory.wait_producers(1)
@@ -160,7 +160,7 @@ async def test_only_locally_originated_entries_for_this_cluster_go_out(
     fake_remote: tuple[Standalone, FakeFactory],
 ) -> None:
     sa, factory = fake_remote
-    topic = await sa.broker.get_topic(TopicName.parse("persistent://public/default/filter"), create=True)
+    topic = await sa.broker.registry.get(TopicName.parse("persistent://public/default/filter"), create=True)
     producer = await factory.wait_producers(1)
     txn_marker = proto.make_marker_entry(proto.markers.TXN_COMMIT, b"", publish_time_ms=1)
     repl_marker = proto.make_marker_entry(proto.markers.REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST, b"x",
@@ -197,7 +197,7 @@ async def test_removing_the_cluster_stops_the_replicator_and_deletes_its_cursor(
     fake_remote: tuple[Standalone, FakeFactory],
 ) -> None:
     sa, factory = fake_remote
-    topic = await sa.broker.get_topic(TopicName.parse("persistent://public/default/gone"), create=True)
+    topic = await sa.broker.registry.get(TopicName.parse("persistent://public/default/gone"), create=True)
     producer = await factory.wait_producers(1)
     assert "pulsar.repl.b" in topic.ledger.cursors
     await BrokerAdmin(sa.broker).set_policy(NamespaceName("public", "default"), "replication_clusters",
@@ -224,7 +224,7 @@ async def test_real_client_copies_between_two_brokers_and_the_remote_drops_resen
             assert all(m.key == "k" for m in got)
             # a resend of a copy the remote already stored (a replicator restarted before its ack persisted)
             remote = await cb.create_entry_producer(name, producer_name="pulsar.repl.standalone-->b.restarted")
-            local = await a.broker.get_topic(TopicName.parse(name), create=False)
+            local = await a.broker.registry.get(TopicName.parse(name), create=False)
             first = await local.ledger.read_entry(Position(local.ledger.last_confirmed.ledger_id, 0))
             meta = proto.parse_entry_metadata(first.data)
             meta.replicated_from = "standalone"
@@ -232,7 +232,7 @@ async def test_real_client_copies_between_two_brokers_and_the_remote_drops_resen
             receipt = await remote.send_entry(copy, num_messages=None)
             assert (receipt.ledger_id, receipt.entry_id) == (-1, -1)  # the duplicate receipt: not stored again
             await remote.close()
-            stored = await b.broker.get_topic(TopicName.parse(name), create=False)
+            stored = await b.broker.registry.get(TopicName.parse(name), create=False)
             assert stored.ledger.number_of_entries() == 5
     finally:
         await a.stop()

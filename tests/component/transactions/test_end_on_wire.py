@@ -63,10 +63,10 @@ async def test_end_on_partition_over_the_wire(standalone: Standalone, registry: 
     done = await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)
     assert not done.HasField("error") and (done.txnid_most_bits, done.txnid_least_bits) == (txn.most, txn.least)
     assert [b for b, _ in await received(consumer, 1)] == [b"t0"]
-    entries = standalone.broker.topics[TOPIC].ledger.number_of_entries()
+    entries = standalone.broker.registry.loaded[TOPIC].ledger.number_of_entries()
     peer.send(end_on_partition(txn, TxnAction.COMMIT, 3))  # a retry: no second marker
     assert not (await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)).HasField("error")
-    assert standalone.broker.topics[TOPIC].ledger.number_of_entries() == entries
+    assert standalone.broker.registry.loaded[TOPIC].ledger.number_of_entries() == entries
     peer.send(end_on_partition(txn, TxnAction.ABORT, 4))  # crossed: refused, the commit stands
     assert (await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)).error == ServerErrorCode.InvalidTxnStatus
     peer.send(end_on_partition(txn, TxnAction.COMMIT, 5, topic="persistent://public/default/never-was"))

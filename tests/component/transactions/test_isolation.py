@@ -62,7 +62,7 @@ async def test_aborted_entries_are_dropped_and_acked(standalone: Standalone, reg
     await producer.send(b"after", None)
     assert [b for b, _ in await received(consumer, 2)] == [b"plain", b"after"]
     await nothing_more(consumer)
-    topic = standalone.broker.topics[TOPIC]
+    topic = standalone.broker.registry.loaded[TOPIC]
     sub = topic.subscriptions["sub"]
     unacked = [p for p in sub.consumers[0].unacked]
     sub.cursor.acknowledge(unacked)
@@ -108,7 +108,7 @@ async def test_refused_sends_leave_nothing_and_the_connection_usable(
     reply = await producer.send(b"z", ended)
     assert reply.type == T.SEND_ERROR and reply.send_error.error == ServerErrorCode.InvalidTxnStatus
     assert (await producer.send(b"fine")).type == T.SEND_RECEIPT
-    topic = standalone.broker.topics[TOPIC]
+    topic = standalone.broker.registry.loaded[TOPIC]
     assert topic.txn is not None and topic.txn.buffer.max_read_position() is None  # nothing left open
     assert topic.ledger.number_of_entries() == 2  # the commit marker and "fine"
     await peer.close()

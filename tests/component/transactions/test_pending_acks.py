@@ -58,7 +58,7 @@ async def test_ack_is_held_until_commit_and_abort_redelivers(
     consumer = await WirePeer.connect(standalone.broker_port)
     await subscribe(consumer, TOPIC, sub_type=sub_type)
     (_, id0), (_, id1) = await received(consumer, 2)
-    sub = standalone.broker.topics[TOPIC].subscriptions["sub"]
+    sub = standalone.broker.registry.loaded[TOPIC].subscriptions["sub"]
     aborting, committing = acking_txn(registry), acking_txn(registry)
     assert not (await ack(consumer, 7, id0, aborting, 1)).HasField("error")
     assert not (await ack(consumer, 7, id1, committing, 2)).HasField("error")
@@ -104,7 +104,7 @@ async def test_cumulative_ack_rules(standalone: Standalone, registry: FakeRegist
     first, second = acking_txn(registry, "excl"), acking_txn(registry, "excl")
     assert not (await ack(exclusive, 8, ids[1], first, 2, cumulative=True)).HasField("error")
     assert (await ack(exclusive, 8, ids[2], second, 3, cumulative=True)).error == ServerErrorCode.TransactionConflict
-    sub = standalone.broker.topics[TOPIC].subscriptions["excl"]
+    sub = standalone.broker.registry.loaded[TOPIC].subscriptions["excl"]
     await registry.end(standalone.broker.txn_participants, first, TxnAction.COMMIT)
     assert sub.cursor.mark_delete_position.entry_id == proto.ids.signed(ids[1].entryId)
     await shared.close()
@@ -119,7 +119,7 @@ async def test_unknown_or_unregistered_txn_acks_are_refused(standalone: Standalo
     assert (await ack(consumer, 7, id0, TxnId(0, 4242), 1)).error == ServerErrorCode.TransactionNotFound
     unregistered = registry.new_txn()
     assert (await ack(consumer, 7, id0, unregistered, 2)).HasField("error")
-    topic = standalone.broker.topics[TOPIC]
+    topic = standalone.broker.registry.loaded[TOPIC]
     assert topic.txn is not None and "sub" not in topic.txn.stores  # nothing was opened or reserved
     ok = acking_txn(registry)
     assert not (await ack(consumer, 7, id0, ok, 3)).HasField("error")
@@ -159,7 +159,7 @@ async def test_pending_acks_and_open_txns_survive_an_unclean_restart(tmp_path: P
         await registry.end(second.broker.txn_participants, writer, TxnAction.COMMIT)
         assert [b for b, _ in await received(reader, 2)] == [b"open", b"plain-after"]
         await registry.end(second.broker.txn_participants, acker, TxnAction.COMMIT)
-        sub = second.broker.topics[TOPIC].subscriptions["sub"]
+        sub = second.broker.registry.loaded[TOPIC].subscriptions["sub"]
         assert sub.cursor.is_acknowledged(Position(id0.ledgerId, id0.entryId))
         await reader.close()
         await peer.close()
@@ -187,7 +187,7 @@ async def test_unsubscribe_and_topic_deletion_remove_the_transaction_state(
     ledgers, name = standalone.broker.ledgers, TopicName.parse(TOPIC)
     log_name = pending_ack_topic(name, "sub").managed_ledger_name
     assert await ledgers.exists(log_name)
-    listed = await standalone.broker.list_topics(name.namespace_name)
+    listed = await standalone.broker.catalog.list_topics(name.namespace_name)
     assert TOPIC in listed and not [t for t in listed if t.endswith("__transaction_pending_ack")]
     consumer.send(proto.commands.unsubscribe(7, 2))
     await consumer.expect(T.SUCCESS)
@@ -213,7 +213,7 @@ async def test_deleting_an_unloaded_topic_removes_its_pending_ack_logs(
     await consumer.close()
     name, admin = TopicName.parse(TOPIC), BrokerAdmin(standalone.broker)
     await admin.unload(name)
-    assert TOPIC not in standalone.broker.topics
+    assert TOPIC not in standalone.broker.registry.loaded
     await admin.delete_topic(name, force=True)
     assert not await standalone.broker.ledgers.exists(pending_ack_topic(name, "sub").managed_ledger_name)
 

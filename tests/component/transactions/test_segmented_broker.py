@@ -51,7 +51,7 @@ async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
 
 
 async def _keys(sa: Standalone, topic: str) -> list[int | str]:
-    snap = sa.broker.topics[SNAPSHOT_TOPIC].compacted
+    snap = sa.broker.registry.loaded[SNAPSHOT_TOPIC].compacted
     assert snap is not None
     found = [parse_key(topic, k) for k in await snap.latest_values()]
     return sorted((k for k in found if k is not None), key=str)
@@ -75,7 +75,7 @@ async def test_snapshot_keys_stats_restart_and_deletion(stores: Stores) -> None:
         await producer.send(b"a%d" % i, txn)
         await registry.end(sa.broker.txn_participants, txn, TxnAction.ABORT)
     await producer.send(b"p1")
-    buffer = sa.broker.topics[TOPIC].txn.buffer  # type: ignore[union-attr]
+    buffer = sa.broker.registry.loaded[TOPIC].txn.buffer  # type: ignore[union-attr]
     await buffer.take_snapshot()
     assert await _keys(sa, TOPIC) == sorted([1, 2, 3, 4, END], key=str)
 
@@ -96,7 +96,7 @@ async def test_snapshot_keys_stats_restart_and_deletion(stores: Stores) -> None:
     await subscribe(consumer, TOPIC)
     assert [body for body, _ in await received(consumer, 3)] == [b"p0", b"p1", b"p2"]  # aborts still filtered
     await nothing_more(consumer)
-    loaded = sa.broker.topics[TOPIC]
+    loaded = sa.broker.registry.loaded[TOPIC]
     assert loaded.txn is not None and loaded.txn.buffer.recovered_entries == 1 < loaded.ledger.number_of_entries()
 
     other = "persistent://public/default/seg-1"  # its keys look like seg's segment keys: they stay
@@ -111,7 +111,7 @@ async def test_snapshot_keys_stats_restart_and_deletion(stores: Stores) -> None:
     assert SNAPSHOT_TOPIC.replace("default", "only-snapshots") in await admin.topics(NamespaceName.parse(
         "public/only-snapshots"))
     await admin.delete_namespace(NamespaceName("public", "only-snapshots"), force=False)  # no user topic left
-    assert not await sa.broker.namespace_exists(NamespaceName("public", "only-snapshots"))
+    assert not await sa.broker.catalog.namespace_exists(NamespaceName("public", "only-snapshots"))
     await sa.stop()
 
 
@@ -127,7 +127,7 @@ async def test_flipping_the_switch_moves_the_snapshot_without_losing_ids(stores:
         await registry.end(sa.broker.txn_participants, txn, TxnAction.ABORT)
     await producer.send(b"p0")
     await peer.close()
-    await sa.broker.topics[TOPIC].txn.buffer.take_snapshot()  # type: ignore[union-attr]
+    await sa.broker.registry.loaded[TOPIC].txn.buffer.take_snapshot()  # type: ignore[union-attr]
     assert await stores.metadata.get(MetadataSnapshotStore.key(TOPIC)) is not None  # the 7 ids in one record
     crash(sa)
 
@@ -137,7 +137,7 @@ async def test_flipping_the_switch_moves_the_snapshot_without_losing_ids(stores:
         await subscribe(consumer, TOPIC, sub=f"s-{segmented}")
         assert [body for body, _ in await received(consumer, 1)] == [b"p0"], round_  # every abort filtered
         await nothing_more(consumer)
-        loaded = sa.broker.topics[TOPIC]
+        loaded = sa.broker.registry.loaded[TOPIC]
         assert loaded.txn is not None and loaded.txn.buffer.aborted_count() == 7, round_
         await loaded.txn.buffer.take_snapshot()  # the next snapshot moves the topic to the configured scheme
         record = await stores.metadata.get(MetadataSnapshotStore.key(TOPIC))

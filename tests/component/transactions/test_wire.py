@@ -55,7 +55,7 @@ async def client(broker: Standalone) -> AsyncIterator[Client]:
 
 
 async def _stored_txn_ids(broker: Standalone, topic: str) -> list[tuple[int, int]]:
-    ledger = broker.broker.topics[topic].ledger
+    ledger = broker.broker.registry.loaded[topic].ledger
     cursor = ledger.new_non_durable_cursor(ledger.first_position(), "inspect")
     out = []
     for entry in await cursor.read_entries(100):
@@ -112,7 +112,7 @@ async def test_partitioned_producer_registers_every_partition_it_sends_to(
     admin_topic = "persistent://public/default/txn-parts"
     from magnetar.broker.names import TopicName
 
-    await broker.broker.create_partitioned_topic(TopicName.parse(admin_topic), 3)
+    await broker.broker.catalog.create_partitioned_topic(TopicName.parse(admin_topic), 3)
     producer = await client.create_producer(admin_topic)
     async with client.transaction() as txn:
         for i in range(30):
@@ -227,7 +227,7 @@ async def test_coordinators_grow_and_never_shrink(tmp_path: Path) -> None:
         await sa.start()
         try:
             assert sa.coordinators is not None and sorted(sa.coordinators.coordinators) == list(range(expected))
-            assert (await sa.broker.partitioned_metadata(assign)).partitions == expected
+            assert (await sa.broker.catalog.partitioned_metadata(assign)).partitions == expected
         finally:
             await sa.stop()
 

@@ -7,9 +7,9 @@ import contextlib
 
 import pytest
 
-from magnetar.broker.access import AccessState, Granted, ProducerAccess, Queued
 from magnetar.broker.errors import MetadataError, ProducerBusy, ProducerFenced
-from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.topic.access import AccessState, Granted, ProducerAccess, Queued
+from magnetar.broker.topic.producer import AccessMode, Producer
 
 WAIT_S = 5.0
 

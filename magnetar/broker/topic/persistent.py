@@ -2,7 +2,9 @@
 
 Publishing appends the stored entry (from the checksum magic on, verbatim) and wakes the dispatchers.
 Sequence-id deduplication per producer name keeps a resend after a reconnect from landing twice.
-The topic knows the wire format of entries and receipts, never sockets.
+The topic knows the wire format of entries and receipts, never sockets. Its lifecycle is
+:mod:`magnetar.broker.topic.state`'s table; the registry (:mod:`magnetar.broker.registry`) loads and closes
+it. Features reach it through :mod:`magnetar.broker.topic.extensions`; it imports none of them.
 """
 
 from __future__ import annotations
@@ -11,13 +13,11 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from magnetar import protocol as proto
-from magnetar.broker.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
 from magnetar.broker.buckets import entry_size_buckets, write_latency_buckets
-from magnetar.broker.compaction import CompactedTopic
 from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dedup import Deduplication, dedup_key, is_partial_chunk, last_sequence_id_of
 from magnetar.broker.dispatcher import DEFAULT_READ_BACKOFF, ReadBackoff
 from magnetar.broker.errors import (
     BrokerError,
@@ -31,11 +31,19 @@ from magnetar.broker.errors import (
     TopicTerminated,
 )
 from magnetar.broker.names import TopicName
-from magnetar.broker.producer import Producer, failed_publish
-from magnetar.broker.replication.api import ReplicatorView, is_replicator_producer
 from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.transactions.topic_txn import TopicTransactions
+from magnetar.broker.topic.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
+from magnetar.broker.topic.dedup import (
+    Deduplication,
+    dedup_key,
+    is_partial_chunk,
+    is_replicator_producer,
+    last_sequence_id_of,
+)
+from magnetar.broker.topic.extensions import CompactedPort, ReplicatorView, TopicExtensions, TxnPort
+from magnetar.broker.topic.producer import Producer, failed_publish
+from magnetar.broker.topic.state import TOPIC_TRANSITIONS, CloseReason, TopicState, closing_refusal
 from magnetar.broker.visible import last_visible
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import (
@@ -64,7 +72,7 @@ class PersistentTopic:
         read_bytes_max: int,
         auto_skip_corrupted: bool = False,
         read_backoff: ReadBackoff = DEFAULT_READ_BACKOFF,
-        transactions: Callable[[PersistentTopic], TopicTransactions] | None = None,
+        transactions: Callable[[PersistentTopic], TxnPort[Any]] | None = None,
     ) -> None:
         self.name = name
         self.ledger = ledger
@@ -89,18 +97,15 @@ class PersistentTopic:
         self.write_latency_ms = write_latency_buckets()
         self.entry_size_bytes = entry_size_buckets()
         self.bytes_in_counter = 0
-        self.closed = False
+        self.state = TopicState.ACTIVE
+        self.close_reason: CloseReason | None = None
+        self._appends_open = True  # until the teardown starts (sends still land while clients are closed)
         self._background: set[asyncio.Task[None]] = set()
         self._publishes_in_flight = 0
         self._recovering_from_failure = False
         self.access = ProducerAccess(self, self._fence)
+        self.extensions = TopicExtensions()  # what features plug in (replicators, compacted view, PIP-33 hooks)
         self.txn = transactions(self) if transactions is not None else None  # the transaction buffer and acks
-        self.replicators: dict[str, ReplicatorView] = {}  # by remote cluster; the replication service fills it
-        # PIP-33: the replicated-subscriptions controller, and its hook for marker copies from other clusters
-        self.replicated_subscriptions: object | None = None
-        self.on_marker_stored: Callable[[Position, proto.pb.MessageMetadata, bytes], None] | None = None
-        self.markers_ahead: Callable[[Cursor], int] = lambda _cursor: 0  # marker entries a cursor has not passed
-        self.compacted: CompactedTopic | None = None  # set by the broker when compaction is available
         for cursor_name, cursor in ledger.cursors.items():
             if is_reserved_cursor(cursor_name):
                 continue
@@ -109,6 +114,26 @@ class PersistentTopic:
     @property
     def partition(self) -> int:
         return self.name.partition_index
+
+    @property
+    def closed(self) -> bool:
+        """Closing or closed: no longer serving (new producers and subscriptions are refused)."""
+        return self.state is TopicState.CLOSING or self.state is TopicState.CLOSED
+
+    @property
+    def replicators(self) -> Mapping[str, ReplicatorView]:
+        return self.extensions.replicators
+
+    @property
+    def compacted(self) -> CompactedPort | None:
+        return self.extensions.compacted
+
+    @property
+    def publishes_in_flight(self) -> int:
+        return self._publishes_in_flight
+
+    def _transition(self, new: TopicState) -> None:
+        self.state = TOPIC_TRANSITIONS.check(self.state, new, f"topic {self.name}")
 
     def _new_subscription(self, name: str, cursor: Cursor, *, durable: bool) -> Subscription:
         sub = Subscription(
@@ -123,7 +148,15 @@ class PersistentTopic:
             read_backoff=self._read_backoff,
             gate=self.txn.gate(name) if self.txn is not None else None,
         )
-        sub.hidden_entries = lambda cursor: self.markers_ahead(cursor)
+        sub.hidden_entries = lambda cursor: self.extensions.markers_ahead(cursor)
+        return sub
+
+    def add_durable_subscription(self, name: str, cursor: Cursor) -> Subscription:
+        """A subscription the broker creates on an opened cursor (a PIP-33 update from another cluster);
+        the one already there if a client subscribed meanwhile."""
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            sub = self.subscriptions[name] = self._new_subscription(name, cursor, durable=True)
         return sub
 
     # ---- producers -----------------------------------------------------------------------------------
@@ -131,6 +164,8 @@ class PersistentTopic:
     async def admit_producer(self, producer: Producer, presented_epoch: int | None) -> Admission:
         """Check the name, then the access mode (PIP-68). Granted producers are registered at once;
         a Queued one is registered by ``promoted`` when its turn comes."""
+        if self.closed:
+            raise closing_refusal(self.name, self.close_reason)
         if TERMINATED_PROPERTY in self.ledger.properties:
             raise TopicTerminated(f"Topic {self.name} was terminated")
         existing = self.producers.get(producer.name)
@@ -232,8 +267,8 @@ class PersistentTopic:
         if txn_send is not None and self.txn is not None:
             self.txn.watch_send(txn_send, result)
         self._start_append(producer, name, last_seq, num_messages, entry, result)
-        if self.on_marker_stored is not None and metadata.replicated_from and metadata.HasField("marker_type"):
-            hook = self.on_marker_stored
+        hook = self.extensions.marker_stored
+        if hook is not None and metadata.replicated_from and metadata.HasField("marker_type"):
             result.add_done_callback(
                 lambda f: None if f.cancelled() or f.exception() else hook(f.result(), metadata, entry))
         if last_seq is not None:
@@ -252,7 +287,7 @@ class PersistentTopic:
         result: asyncio.Future[Position],
     ) -> None:
         """Take the entry's place in the ledger now; ``_appended`` finishes the publish (no task per send)."""
-        if self.closed:
+        if not self._appends_open:
             self._append_failed(name, last_seq, result, NotAllowed(f"Topic {self.name} is closed"))
             return
         if producer.fenced:
@@ -320,12 +355,11 @@ class PersistentTopic:
         """Entries were stored: wake the dispatchers and the replicators."""
         for sub in self.subscriptions.values():
             sub.new_entries()
-        for replicator in self.replicators.values():
-            replicator.wake()
+        self.extensions.wake_replicators()
 
     async def append_internal(self, entry: bytes) -> Position:
         """Append an entry the broker writes (a transaction marker), failing like a publish does."""
-        if self.closed or self._recovering_from_failure:
+        if not self._appends_open or self._recovering_from_failure:
             raise PersistenceError(f"{self.name} is closed or recovering from a failed write")
         self._publishes_in_flight += 1
         try:
@@ -343,6 +377,8 @@ class PersistentTopic:
         if self._recovering_from_failure:
             return
         self._recovering_from_failure = True
+        if self.state is TopicState.ACTIVE:
+            self._transition(TopicState.FENCED)
         producers = [*self.producers.values(), *self.access.waiting]
         for producer in producers:
             producer.fenced = True  # refused from now on; closed once its accepted sends are answered
@@ -357,6 +393,8 @@ class PersistentTopic:
             self.dedup.reset_after_failure()
             if self.ledger.resume_writes():
                 self._recovering_from_failure = False
+                if self.state is TopicState.FENCED:
+                    self._transition(TopicState.ACTIVE)
                 log.warning("%s: writes resume after a failed append; producers resend what failed", self.name)
 
     # ---- subscriptions -------------------------------------------------------------------------------
@@ -370,6 +408,8 @@ class PersistentTopic:
         start: Position | None,
     ) -> Subscription:
         name = consumer.subscription_name
+        if self.closed:
+            raise closing_refusal(self.name, self.close_reason)
         if is_reserved_cursor(name):
             raise NotAllowed(f"Subscription name {name!r} is reserved for the broker's own cursors")
         if consumer.read_compacted and consumer.sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
@@ -482,16 +522,42 @@ class PersistentTopic:
         if self.txn is not None:
             await self.txn.recover()
 
-    async def close(self) -> None:
-        self.closed = True
-        for remote in list(self.replicators):
-            await self.replicators.pop(remote).stop()
-        for sub in list(self.subscriptions.values()):
-            await sub.close()
-        if self.txn is not None:
-            await self.txn.close()
-        await self.dedup.close()
-        await self.ledger.close()
+    def begin_closing(self, reason: CloseReason) -> bool:
+        """ACTIVE or FENCED -> CLOSING: new producers and subscriptions are refused from now on (the
+        ``reason`` tells them why). False if the topic is already closing or closed."""
+        if self.closed:
+            return False
+        self._transition(TopicState.CLOSING)
+        self.close_reason = reason
+        return True
+
+    async def close(self, reason: CloseReason = CloseReason.MOVING) -> None:
+        """Tear down: appends stop, subscriptions close, then the transactions, deduplication and ledger are
+        closed (MOVING) or deleted (DELETED: raises ``ManagedLedgerError`` if the ledger cannot be). The
+        registry calls this once the clients are closed and every listener was told; replicators and other
+        extensions are their features' to stop."""
+        self.begin_closing(reason)
+        reason = self.close_reason or reason
+        self._appends_open = False
+        try:
+            for sub in list(self.subscriptions.values()):
+                await sub.close()
+            if reason is CloseReason.DELETED:
+                if self.txn is not None:  # pending-ack logs and the transaction-buffer snapshot
+                    await self.txn.topic_deleted()
+                await self.ledger.delete()
+            else:
+                if self.txn is not None:
+                    await self.txn.close()
+                await self.dedup.close()
+                await self.ledger.close()
+        finally:
+            self._transition(TopicState.CLOSED)
+
+    def remember_reader_seek(self, subscription: str, position: Position, limit: int) -> None:
+        """A reader's seek: its resubscribe starts at ``position`` (at most ``limit`` remembered)."""
+        if len(self.reader_seeks) < limit:
+            self.reader_seeks[subscription] = position
 
     # ---- admin: unload, delete, terminate (the admin API calls these) --------------------------------
 

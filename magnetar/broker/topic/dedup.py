@@ -50,6 +50,15 @@ def last_sequence_id_of(metadata: proto.pb.MessageMetadata) -> int | None:
     return int(metadata.sequence_id) + max(count, 1) - 1
 
 
+#: the name prefix of the producers replicators create on remote clusters (``pulsar.repl.<local>--><remote>``)
+REPLICATOR_PREFIX = "pulsar.repl"
+
+
+def is_replicator_producer(name: str) -> bool:
+    """A replicator's producer: what it sends is deduplicated by the original producer (``dedup_key``)."""
+    return name.startswith(REPLICATOR_PREFIX)
+
+
 def dedup_key(metadata: proto.pb.MessageMetadata) -> str:
     """Whose sequence ids an entry continues: its producer, or for a geo-replicated copy the original
     producer in its source cluster (two clusters may each have a producer of the same name)."""

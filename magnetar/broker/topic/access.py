@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from magnetar.broker.errors import ProducerBusy, ProducerFenced
-from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.topic.producer import AccessMode, Producer
 
 log = logging.getLogger("magnetar.broker.access")
 

@@ -20,12 +20,13 @@ import ctypes
 import ctypes.util
 import logging
 
-from magnetar.broker.admin import BrokerAdmin
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import NamespaceName
-from magnetar.broker.service import BrokerService
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.registry.registry import TopicRegistry
+from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
+from magnetar.core.clock import Clock
 from magnetar.core.periodic import PeriodicPass
 
 log = logging.getLogger("magnetar.broker.inactive")
@@ -60,7 +61,7 @@ def is_inactive(topic: PersistentTopic) -> bool:
         return False
     if any(sub.consumers for sub in topic.subscriptions.values()):
         return False
-    if topic._publishes_in_flight:
+    if topic.publishes_in_flight:
         return False
     txn = topic.txn
     return txn is None or not txn.buffer.ongoing()
@@ -75,20 +76,15 @@ def may_delete(topic: PersistentTopic, mode: str) -> bool:
 
 
 class InactiveTopics:
-    def __init__(self, broker: BrokerService, admin: BrokerAdmin) -> None:
-        self._broker = broker
-        self._admin = admin  # unloads and deletes exactly as the admin API does
-        config = broker.config
+    def __init__(self, registry: TopicRegistry, config: BrokerConfig, clock: Clock) -> None:
+        self._registry = registry  # unloads and deletes exactly as the admin API does
+        self._clock = clock
         self.interval_s = config.broker_delete_inactive_topics_frequency_seconds
         self.inactive_s = config.broker_delete_inactive_topics_max_inactive_duration_seconds or self.interval_s
         self.delete_enabled = config.broker_delete_inactive_topics_enabled
         self.mode = config.broker_delete_inactive_topics_mode
         self._idle_since_ms: dict[str, int] = {}
         self._periodic = PeriodicPass("inactive-topic sweep", self.sweep)
-
-    @classmethod
-    def for_broker(cls, broker: BrokerService) -> InactiveTopics:
-        return cls(broker, BrokerAdmin(broker))
 
     def start(self) -> None:
         self._periodic.start(self.interval_s)
@@ -98,8 +94,8 @@ class InactiveTopics:
 
     async def sweep(self) -> int:
         """Unload (or delete) the topics inactive for long enough; returns how many left memory."""
-        now_ms = self._broker.clock.now_ms()
-        loaded = dict(list(self._broker.topics.items())[:TOPICS_PER_SWEEP_MAX])
+        now_ms = self._clock.now_ms()
+        loaded = dict(list(self._registry.loaded.items())[:TOPICS_PER_SWEEP_MAX])
         self._idle_since_ms = {k: v for k, v in self._idle_since_ms.items() if k in loaded}
         gone = 0
         for key, topic in loaded.items():
@@ -108,7 +104,7 @@ class InactiveTopics:
                 self._idle_since_ms.pop(key, None)
                 continue
             since = self._idle_since_ms.setdefault(key, now_ms)
-            if now_ms - since < self.inactive_s * 1000 or self._broker.topics.get(key) is not topic:
+            if now_ms - since < self.inactive_s * 1000 or self._registry.loaded.get(key) is not topic:
                 continue
             await self._retire(key, topic)
             gone += 1
@@ -120,10 +116,10 @@ class InactiveTopics:
         self._idle_since_ms.pop(key, None)
         try:
             if self.delete_enabled and may_delete(topic, self.mode):
-                await self._admin.delete_topic(topic.name, force=False)
+                await self._registry.delete(topic.name, force=False)
                 log.info("deleted inactive topic %s (%s)", key, self.mode)
             else:
-                await self._admin.unload(topic.name)
+                await self._registry.unload(topic.name)
                 log.debug("unloaded inactive topic %s", key)
         except BrokerError as exc:  # became busy meanwhile, or storage refused: try again next sweep
             log.info("inactive topic %s stays loaded: %s", key, exc)
