@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from magnetar.broker.cluster.listeners import parse_listeners
 from magnetar.broker.config import MIB, BrokerConfig
-from magnetar.broker.listeners import parse_listeners
 from magnetar.broker.transactions.batching import LogFamily
 from magnetar.broker.transactions.batching import problems as batching_problems
 from magnetar.config_ignored import Ignored

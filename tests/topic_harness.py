@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 from magnetar import protocol as proto
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.names import TopicName
 from magnetar.broker.registry.catalog import TopicCatalog, namespace_key
 from magnetar.broker.registry.registry import TopicRegistry, TopicSettings
+from magnetar.broker.subscription.consumer import Consumer, SubType
 from magnetar.broker.topic.access import Granted
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.topic.producer import AccessMode, Producer
@@ -125,7 +125,7 @@ class TopicHarness:
         async def dedup(_topic: TopicName) -> bool:
             return config.broker_deduplication_enabled
 
-        registry = TopicRegistry(catalog, ledgers, clock, TopicSettings(ledger_config=config.managed_ledger),
+        registry = TopicRegistry(catalog, ledgers, clock, settings=TopicSettings(ledger_config=config.managed_ledger),
                                  dedup_enabled=dedup)
         return cls(config, metadata, store, ledgers, catalog, registry, clock)
 

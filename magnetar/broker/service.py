@@ -10,27 +10,31 @@ import functools
 import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 
+from magnetar.broker.cluster.lookup import ListenerSettings, Lookup
+from magnetar.broker.cluster.ownership import LocalOwnership, Ownership
 from magnetar.broker.compaction import CompactedTopic, CompactionService
-from magnetar.broker.compaction.txn import BufferFilter, TxnFilter
+from magnetar.broker.compaction.txn import TxnFilter
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connections import ConnectionCounts
 from magnetar.broker.deletion.service import LedgerDeletionService
-from magnetar.broker.dispatcher import ReadBackoff
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.nonpersistent import NonPersistentTopics
 from magnetar.broker.offload.service import OffloadService
+from magnetar.broker.policies.retention import ExpiringTopic, RetentionService, namespace_policies
 from magnetar.broker.policies.service import PolicyService, QuotaTopic
 from magnetar.broker.registry.catalog import SYSTEM_NAMESPACES, TopicCatalog, namespace_key
 from magnetar.broker.registry.inactive import InactiveTopics
 from magnetar.broker.registry.registry import TopicRegistry, TopicSettings
-from magnetar.broker.replicated_subscriptions.service import ReplicatedSubscriptions
 from magnetar.broker.replication.service import ReplicationService
-from magnetar.broker.retention import ExpiringTopic, RetentionService, namespace_policies
+from magnetar.broker.replication.subscriptions.service import ReplicatedSubscriptions
 from magnetar.broker.schema import SchemaRegistry
+from magnetar.broker.subscription.dispatcher import ReadBackoff
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.transactions.api import TxnRegistry
 from magnetar.broker.transactions.batching import BatchedLogSwitch, LogFamily
+from magnetar.broker.transactions.compaction_filter import BufferFilter
 from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
 from magnetar.broker.transactions.listener import TransactionsListener, transactions_of
 from magnetar.broker.transactions.participants import BrokerParticipants
@@ -83,6 +87,9 @@ class BrokerService:
         self.started_ms = self.clock.now_ms()
         self.connections = ConnectionCounts()  # counted by the server, read by /metrics
         self.catalog = TopicCatalog(config, metadata, ledgers)  # what topics exist and may be created
+        self.ownership: Ownership = LocalOwnership()  # this broker owns every topic
+        self.lookup = Lookup(self.ownership, self.catalog,
+                             ListenerSettings(config.advertised_listeners, config.internal_listener_name))
         self.policies = PolicyService(self)  # topic policies, effective dedup, backlog quotas
         self.non_persistent = NonPersistentTopics()  # non-persistent:// topics, in memory only
         self.schemas = SchemaRegistry(metadata, config, self.clock)  # schema versions and their policies
@@ -101,7 +108,7 @@ class BrokerService:
         )
         # the loaded topics: their one lifecycle, with every feature below told of each load and close
         self.registry = TopicRegistry(
-            self.catalog, ledgers, self.clock,
+            self.catalog, ledgers, self.clock, self.ownership,
             TopicSettings(
                 dedup_snapshot_entries=config.broker_deduplication_entries_interval,
                 dedup_snapshot_interval_s=config.broker_deduplication_snapshot_interval_seconds,
@@ -206,6 +213,10 @@ class BrokerService:
     def loaded_topics(self) -> list[tuple[NamespaceName, ExpiringTopic]]:
         """For the retention task: every loaded topic with its namespace."""
         return [(t.name.namespace_name, t) for t in self.registry.topics()]
+
+    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]:
+        """For the offload service's thresholds."""
+        return await self.catalog.namespace_policies(ns)
 
     def quota_topics(self) -> list[QuotaTopic]:
         return list(self.registry.topics())

@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
-from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, NotAllowed, TooManyRequests
 from magnetar.broker.service import BrokerService
+from magnetar.broker.subscription.consumer import Consumer
 from magnetar.broker.topic.producer import Producer
 from magnetar.core.clock import Clock
 from magnetar.core.logs import RateLimitedLog

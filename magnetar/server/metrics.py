@@ -14,12 +14,12 @@ from prometheus_client import ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.compaction import compacted_of, metric_values
 from magnetar.broker.compaction.service import METRICS as COMPACTION_METRICS
 from magnetar.broker.policies.service import topic_backlog_bytes
 from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import RateTracker
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.server.metrics_broker import ConnectionAndLedgerCollector, NamespaceLevel, add_non_persistent
 from magnetar.server.metrics_deletion import DeletionCollector

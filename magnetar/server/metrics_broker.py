@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.policies.service import topic_backlog_bytes
 from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import RateTracker
 
 NS_LABELS = ["cluster", "namespace"]
 ML_GAUGES = {

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.replication.stats import replication_stats
 from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import RateTracker
 
 LABELS = ["cluster", "namespace", "topic", "remote_cluster"]
 #: metric name -> (ReplicatorStats field, help)

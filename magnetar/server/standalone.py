@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from magnetar.broker.compaction.state import referenced_ledgers
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
 from magnetar.broker.registry.catalog import POLICIES_PREFIX
@@ -356,7 +357,8 @@ class Standalone:
         if not config.enabled:
             return
         offloaded = OffloadStoreDeleter(self.offload_store) if self.offload_store is not None else None
-        service = LedgerDeletionService(self.ledgers, self.store, self.clock, config, offloaded)
+        service = LedgerDeletionService(self.ledgers, self.store, self.clock, config, offloaded,
+                                        references=(referenced_ledgers,))
         await service.start()
         self.broker.ledger_deletion = service
         if self.broker.compaction is not None:

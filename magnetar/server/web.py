@@ -9,8 +9,8 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import RateTracker
 from magnetar.server.admin import add_admin_routes, error_middleware
 from magnetar.server.admin.routes import BODY_BYTES_MAX, BODY_TIMEOUT_KEY
 from magnetar.server.auth import SecurityContext

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from magnetar.broker.deletion import references  # noqa: F401 - registers compacted ledgers as references
+from magnetar.broker.compaction.state import referenced_ledgers
 from magnetar.broker.deletion.audit import StoppedOwners, known_ledgers
 from magnetar.core.clock import SystemClock
 from magnetar.metadata.sqlite import SqliteMetadataStore
@@ -93,12 +93,14 @@ async def _known(data_dir: Path, ledger_store: LedgerStoreConfig | None
     try:
         if ledger_store is None or not ledger_store.url.shared:
             reader = DirectoryLedgerReader(data_dir / "ledgers")
-            known = await known_ledgers(metadata, reader, await StoppedOwners(metadata).list_names())
+            known = await known_ledgers(metadata, reader, await StoppedOwners(metadata).list_names(),
+                                       (referenced_ledgers,))
             return (*known, ledger_ids(data_dir / "ledgers"))
         store = await open_s3_ledger_store(ledger_store, clock=SystemClock(), allocator=CountingLedgerIdAllocator(),
                                            probe=False)
         try:
-            known = await known_ledgers(metadata, store, await StoppedOwners(metadata).list_names())
+            known = await known_ledgers(metadata, store, await StoppedOwners(metadata).list_names(),
+                                       (referenced_ledgers,))
             return (*known, list(await store.list_ledgers()))
         finally:
             await store.close()

@@ -11,9 +11,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from magnetar import protocol as proto
+from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import TopicName
-from magnetar.broker.stats import RateTracker
 from magnetar.server.metrics import broker_registry
 from magnetar.server.standalone import Standalone, StandaloneSettings
 from tests.component.wire import T, WirePeer

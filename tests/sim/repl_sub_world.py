@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar import protocol as proto
-from magnetar.broker.replicated_subscriptions.controller import TopicController, Totals
 from magnetar.broker.replication.replicator import replicated_entry, should_replicate
+from magnetar.broker.replication.subscriptions.controller import TopicController, Totals
 from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import InitialPosition, Position
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.broker.replicated_subscriptions import rounds
+from magnetar.broker.replication.subscriptions import rounds
 from magnetar.ledger.api import Position
 from tests.sim.repl_sub_world import run_seed
 

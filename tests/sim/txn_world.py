@@ -40,10 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from magnetar import protocol as proto
-from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dispatcher import GATE_DROP
 from magnetar.broker.names import TopicName
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.consumer import Consumer, SubType
+from magnetar.broker.subscription.dispatcher import GATE_DROP
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.transactions.api import TransactionConflict, TxnAction, TxnId
 from magnetar.broker.transactions.batching import BatchedLogSwitch, LogFamily
 from magnetar.broker.transactions.buffered_writer import BatchingConfig

@@ -41,6 +41,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from magnetar.broker.compaction.state import referenced_ledgers
 from magnetar.broker.deletion.audit import audit
 from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
@@ -350,7 +351,7 @@ class Simulation(SeedTrace):
         assert self.factory is not None and self.store is not None
         config = DeletionConfig(parallelism=2, reconsume_later_s=0.05, max_retry_count=1_000_000)
         self.deletion = LedgerDeletionService(self.factory, self.store, self.clock, config,
-                                              OffloadStoreDeleter(self.offload_store),
+                                              OffloadStoreDeleter(self.offload_store), references=(referenced_ledgers,),
                                               sleep_ms=self.timers.sleep_ms, idle_poll_ms=None)
         for _ in range(OPEN_ATTEMPTS_WITH_FAULTS):
             try:
@@ -724,7 +725,8 @@ class Simulation(SeedTrace):
     async def check_audit(self) -> None:
         """No record names a ledger storage lacks; with two phases, every unreferenced ledger is pending."""
         assert self.factory is not None and self.store is not None
-        report = await audit(self.meta_inner, self.store, self.factory, live=True, offload=self.offload_store)
+        report = await audit(self.meta_inner, self.store, self.factory, live=True, offload=self.offload_store,
+                             references=(referenced_ledgers,))
         released = set()
         for topic in self.topics:
             stored = await self.meta_inner.get(ledger_key(topic.name))

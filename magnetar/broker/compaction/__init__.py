@@ -31,12 +31,9 @@ not a compaction ran recently. Deleted keys (null-value tombstones) are absent; 
 
 from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.compaction.service import CompactionService, metric_values, stats_json, status_json
-from magnetar.broker.compaction.state import COMPACTION_CURSOR, CompactedView, is_compaction_cursor, referenced_ledgers
+from magnetar.broker.compaction.state import COMPACTION_CURSOR, CompactedView, is_compaction_cursor
 from magnetar.broker.compaction.txn import NoTransactions, TxnFilter
 from magnetar.broker.compaction.view import CompactedTopic, ViewMessage, compacted_of
-from magnetar.broker.deletion.audit import register_references
-
-register_references(referenced_ledgers)  # compacted ledgers live outside the managed-ledger records
 
 __all__ = [
     "COMPACTION_CURSOR",

@@ -14,14 +14,26 @@ ack set of its MESSAGE (a cleared bit = "already acknowledged"), combined with t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from magnetar.broker.compaction.entries import CompactedEntry
 from magnetar.broker.compaction.state import NO_MESSAGE, READ_RUN_ENTRIES_MAX, CompactedView
-from magnetar.ledger.api import Cursor, Entry, Position
+from magnetar.ledger.api import Cursor, Entry, ManagedLedger, Position
 from magnetar.storage.api import LedgerNotFound
 
-if TYPE_CHECKING:
-    from magnetar.broker.compaction.view import CompactedTopic
+
+class CompactedSource(Protocol):
+    """What the cursor reads of its topic's compacted view (``CompactedTopic`` has it)."""
+
+    @property
+    def ledger(self) -> ManagedLedger: ...
+
+    @property
+    def view(self) -> CompactedView | None: ...
+
+    async def read(self, view: CompactedView, first: int, last: int) -> list[CompactedEntry]: ...
+
+    async def find(self, view: CompactedView, position: Position) -> int: ...
 
 ACK_SETS_REMEMBERED_MAX = 10_000  # compacted batches whose retained indexes are kept for dispatch
 
@@ -37,7 +49,7 @@ def _and_words(a: Sequence[int], b: Sequence[int]) -> list[int]:
 class CompactedCursor:
     """Implements :class:`magnetar.ledger.api.Cursor` over ``inner`` for a read_compacted subscription."""
 
-    def __init__(self, topic: CompactedTopic, inner: Cursor, begin: Position | None) -> None:
+    def __init__(self, topic: CompactedSource, inner: Cursor, begin: Position | None) -> None:
         self._topic = topic
         self._inner = inner
         ledger = topic.ledger

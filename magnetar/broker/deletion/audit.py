@@ -12,8 +12,8 @@ Reads only: records through the metadata store, pending messages straight from t
 stored ledgers (everything after their cursor's mark-delete position counts as pending: an
 over-approximation that can only hide an orphan whose message is handled but not yet trimmed, which the
 second phase never leaves behind). ``fix`` queues orphans through the same two-phase path.
-Other services that keep ledgers outside the managed-ledger records (compacted ledgers) add them with
-:func:`register_references`.
+Ledgers kept outside the managed-ledger records (compacted ledgers) are named by the ``references`` the
+caller passes (compaction's ``referenced_ledgers``): the audit imports no feature.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from magnetar.storage.offload.api import OffloadContext
 
 #: ``(metadata, managed-ledger names) -> ledger ids referenced outside the records``
 References = Callable[[MetadataStore, list[str]], Awaitable[set[int]]]
-_EXTRA_REFERENCES: list[References] = []
 AUDIT_CURSORS = ("pulsar.ledger-deletion", "pulsar.ledger-deletion-dlq")
 
 
@@ -96,10 +95,6 @@ class StoppedOwners:
 
     async def ledger_in_use(self, request: PendingDeleteLedger) -> bool:
         return False  # never asked: live=False
-
-
-def register_references(source: References) -> None:
-    _EXTRA_REFERENCES.append(source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,13 +216,13 @@ async def _offload_orphans(
 
 
 async def known_ledgers(
-    metadata: MetadataStore, store: ReadableLedgers, names: list[str]
+    metadata: MetadataStore, store: ReadableLedgers, names: list[str], references: Sequence[References] = ()
 ) -> tuple[dict[int, str], set[int], set[int]]:
     """What metadata knows: local copies the records use (id -> owner), every referenced id (records and
-    the registered sources), and the ids pending in deletion messages."""
+    ``references``, e.g. compaction's ``referenced_ledgers``), and the ids pending in deletion messages."""
     owners = await _references(metadata, names)
     referenced = set(owners)
-    for source in _EXTRA_REFERENCES:
+    for source in references:
         referenced |= await source(metadata, names)
     family_prefix = f"{NAMESPACE_PATH}/{TOPIC}"
     pending = await _pending(metadata, store, [n for n in names if n.startswith(family_prefix)])
@@ -242,12 +237,14 @@ async def audit(
     live: bool,
     fix: DeletionQueue | None = None,
     offload: OffloadCopies | None = None,
+    references: Sequence[References] = (),
 ) -> AuditReport:
     """Audit ``store`` against ``metadata``. ``live``: a broker is running; candidates are confirmed with
-    their owner (a ledger being created is not yet listed). ``fix``: queue every orphan for deletion."""
+    their owner (a ledger being created is not yet listed). ``fix``: queue every orphan for deletion.
+    ``references``: the sources of ledgers referenced outside the managed-ledger records (compaction's)."""
     started = time.monotonic()
     report = AuditReport()
-    owners, referenced, pending = await known_ledgers(metadata, store, await factory.list_names())
+    owners, referenced, pending = await known_ledgers(metadata, store, await factory.list_names(), references)
     stored = set(await store.list_ledgers())
     report.storage_ledgers = len(stored)
     report.referenced_ledgers = len(referenced)

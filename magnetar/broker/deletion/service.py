@@ -23,12 +23,11 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from magnetar.broker.deletion import references  # noqa: F401 - registers the compacted ledgers with the audit
-from magnetar.broker.deletion.audit import AuditReport, audit
+from magnetar.broker.deletion.audit import AuditReport, References, audit
 from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.messages import DeletionMessage, InvalidDeletionMessage, decode
 from magnetar.broker.deletion.topics import DeletionTopics, SystemTopicQueue
@@ -120,11 +119,14 @@ class LedgerDeletionService:
         config: DeletionConfig,
         offloaded: OffloadedLedgers | None = None,
         *,
+        references: Sequence[References] = (),
         sleep_ms: Callable[[int], Awaitable[None]] | None = None,
         idle_poll_ms: int | None = IDLE_POLL_MS,
     ) -> None:
-        """``sleep_ms`` (error back-off) and ``idle_poll_ms`` (None: only :meth:`poke` or a new message
-        wakes an idle consumer) are injected by the simulator, whose time is manual."""
+        """``references``: the audit's sources of ledgers kept outside the managed-ledger records
+        (compaction's). ``sleep_ms`` (error back-off) and ``idle_poll_ms`` (None: only :meth:`poke` or a new
+        message wakes an idle consumer) are injected by the simulator, whose time is manual."""
+        self._references = tuple(references)
         self._sleep_ms = sleep_ms or _asyncio_sleep_ms
         self._idle_poll_ms = idle_poll_ms
         self._factory = factory
@@ -159,7 +161,7 @@ class LedgerDeletionService:
         """The ledger audit on the live broker; ``fix`` queues the orphans it finds for deletion."""
         copies = self.offloaded.store if isinstance(self.offloaded, OffloadStoreDeleter) else None
         return await audit(metadata, self._store, self._factory, live=True, fix=self.queue if fix else None,
-                           offload=copies)
+                           offload=copies, references=self._references)
 
     async def reclaim_orphans(self, metadata: MetadataStore) -> None:
         """At startup: queue ledgers a crash left behind (created, never recorded), logging what it did."""

@@ -8,10 +8,10 @@ import logging
 from typing import Any
 
 from magnetar import protocol as proto
-from magnetar.broker.consumer import Consumer, Delivery, SubType
 from magnetar.broker.errors import ConsumerBusy, NotAllowed, ProducerBusy, SubscriptionNotFound
-from magnetar.broker.key_shared import StickyKeySelector, key_hash, sticky_key
 from magnetar.broker.names import NamespaceName, TopicName
+from magnetar.broker.subscription.consumer import Consumer, Delivery, SubType
+from magnetar.broker.subscription.key_shared import StickyKeySelector, key_hash, sticky_key
 from magnetar.broker.topic.producer import Producer
 from magnetar.ledger.api import Position
 

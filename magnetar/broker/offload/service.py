@@ -23,14 +23,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from magnetar.broker.errors import BrokerError, Conflict, PreconditionFailed
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.offload import policy
-from magnetar.broker.retention import ExpiringTopic, RetentionTopics, SleepS, namespace_policies
-from magnetar.broker.stats import offload_read_json
+from magnetar.broker.offload.stats import offload_read_json
 from magnetar.core.clock import Clock
 from magnetar.core.periodic import PeriodicPass
 from magnetar.ledger.api import (
@@ -42,6 +42,7 @@ from magnetar.ledger.api import (
     Position,
 )
 from magnetar.metadata import api as md
+from magnetar.storage.offload.api import OffloadSettings
 
 log = logging.getLogger("magnetar.broker.offload")
 
@@ -66,20 +67,51 @@ class TopicOffload:
     task: asyncio.Task[None] | None = None
 
 
-class OffloadBroker(RetentionTopics, Protocol):
-    """What the service needs of the broker: the retention task's needs, the stored managed ledgers, and
-    loading a topic."""
+SleepS = Callable[[float], Awaitable[None]]
+
+
+class OffloadDefaults(Protocol):
+    """The broker settings the service reads (``BrokerConfig`` has them)."""
+
+    @property
+    def offload(self) -> OffloadSettings: ...
+
+    @property
+    def retention_check_interval_seconds(self) -> int: ...
+
+    @property
+    def managed_ledger_offload_auto_trigger_size_threshold_bytes(self) -> int: ...
+
+    @property
+    def managed_ledger_offload_deletion_lag_ms(self) -> int: ...
+
+
+class LoadedTopic(Protocol):
+    @property
+    def ledger(self) -> ManagedLedger: ...
+
+
+class OffloadBroker(Protocol):
+    """What the service needs of the broker: its settings, the loaded topics, the namespaces' policies, the
+    stored managed ledgers, and loading a topic."""
+
+    @property
+    def config(self) -> OffloadDefaults: ...
 
     @property
     def ledgers(self) -> ManagedLedgerFactory: ...
+
+    def loaded_topics(self) -> list[tuple[NamespaceName, LoadedTopic]]: ...
+
+    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]: ...
 
     async def get_topic(self, topic: TopicName, *, create: bool) -> Any: ...
 
 
 class OffloadService:
     def __init__(self, broker: OffloadBroker, clock: Clock, *, sleep_s: SleepS = asyncio.sleep) -> None:
-        """``broker`` offers what the retention task needs too (config, metadata, the loaded topics), the
-        stored managed ledgers and topic loading."""
+        """``broker`` offers the settings, the loaded topics, the namespaces' policies, the stored managed
+        ledgers and topic loading (:class:`OffloadBroker`)."""
         self._broker = broker
         self._clock = clock
         self._topics: dict[str, TopicOffload] = {}
@@ -185,12 +217,12 @@ class OffloadService:
         policies = cache.get(ns)
         if policies is None:
             config = self._broker.config
-            raw = await namespace_policies(self._broker.metadata, ns)
+            raw = await self._broker.namespace_policies(ns)
             policies = cache[ns] = policy.resolve(raw, config.managed_ledger_offload_auto_trigger_size_threshold_bytes,
                                                   config.managed_ledger_offload_deletion_lag_ms)
         return policies
 
-    async def _visit(self, ns: NamespaceName, topic: ExpiringTopic,
+    async def _visit(self, ns: NamespaceName, topic: LoadedTopic,
                      cache: dict[NamespaceName, policy.OffloadPolicies]) -> None:
         ledger = topic.ledger
         if not ledger.offload_enabled:

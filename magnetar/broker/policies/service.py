@@ -8,18 +8,18 @@ import logging
 from typing import Any, Protocol
 
 from magnetar import protocol as proto
-from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
 from magnetar.broker.policies.quota import BacklogQuota, QuotaPolicy, backlog_bytes, quota_refusal
+from magnetar.broker.policies.retention import namespace_policies
 from magnetar.broker.policies.store import (
     DESTINATION_STORAGE,
     MESSAGE_AGE,
+    DedupSettings,
     TopicPolicyStore,
     effective_dedup,
     effective_quotas,
 )
-from magnetar.broker.retention import namespace_policies
 from magnetar.core.clock import Clock
 from magnetar.core.periodic import PeriodicPass
 from magnetar.ledger.api import ManagedLedgerError, Position
@@ -44,9 +44,16 @@ class QuotaTopic(Protocol):
     async def disconnect_clients(self, *, consumers: bool) -> None: ...
 
 
+class PolicySettings(DedupSettings, Protocol):
+    """The broker settings the policies read (``BrokerConfig`` has them)."""
+
+    @property
+    def backlog_quota_check_interval_seconds(self) -> int: ...
+
+
 class PolicyBroker(Protocol):
     @property
-    def config(self) -> BrokerConfig: ...
+    def config(self) -> PolicySettings: ...
 
     @property
     def metadata(self) -> md.MetadataStore: ...

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import urllib.parse
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import MetadataError
 from magnetar.broker.names import TopicName
 from magnetar.broker.policies.quota import BacklogQuota
@@ -54,7 +53,12 @@ class TopicPolicyStore:
             raise MetadataError(str(exc)) from exc
 
 
-def effective_dedup(config: BrokerConfig, namespace: Mapping[str, Any], topic: Mapping[str, Any]) -> bool:
+class DedupSettings(Protocol):
+    @property
+    def broker_deduplication_enabled(self) -> bool: ...
+
+
+def effective_dedup(config: DedupSettings, namespace: Mapping[str, Any], topic: Mapping[str, Any]) -> bool:
     for value in (topic.get("deduplicationEnabled"), namespace.get("deduplicationEnabled")):
         if isinstance(value, bool):
             return value

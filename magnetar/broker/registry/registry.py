@@ -12,8 +12,8 @@
   it closes, so a ``get`` of the same name waits for the close and then loads it afresh.
 - a topic that is not loaded is deleted without loading it: listeners delete their records of it first.
 
-Pure asyncio over the ledger layer; knows no sockets. Ownership (which topics this broker may load) is the
-cluster package's; this registry loads what it is asked to.
+Pure asyncio over the ledger layer; knows no sockets. Before a topic loads, the ownership
+(:mod:`magnetar.broker.cluster.ownership`) says whether this broker may serve it ("look it up again" if not).
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker.dispatcher import DEFAULT_READ_BACKOFF, ReadBackoff
+from magnetar.broker.cluster.ownership import LocalOwnership, Ownership
 from magnetar.broker.errors import PersistenceError, PreconditionFailed, ServiceNotReady
 from magnetar.broker.names import TopicName
 from magnetar.broker.registry.catalog import TopicCatalog
+from magnetar.broker.subscription.dispatcher import DEFAULT_READ_BACKOFF, ReadBackoff
 from magnetar.broker.topic.extensions import TxnPort
 from magnetar.broker.topic.listener import TopicListener
 from magnetar.broker.topic.persistent import PersistentTopic
@@ -73,6 +74,7 @@ class TopicRegistry:
         catalog: TopicCatalog,
         ledgers: ManagedLedgerFactory,
         clock: Clock,
+        ownership: Ownership | None = None,
         settings: TopicSettings = TopicSettings(),
         *,
         dedup_enabled: DedupEnabled = _dedup_off,
@@ -82,6 +84,7 @@ class TopicRegistry:
         self.catalog = catalog
         self._ledgers = ledgers
         self._clock = clock
+        self._ownership = ownership or LocalOwnership()
         self._settings = settings
         self._dedup_enabled = dedup_enabled
         self._transactions = transactions
@@ -119,6 +122,9 @@ class TopicRegistry:
             pending = self._loading.get(key)
             if pending is not None:
                 return await asyncio.shield(pending)
+            await self._ownership.check_owned(topic)
+            if key in self._loaded or key in self._loading:
+                continue  # loaded (or being loaded) while ownership was checked
             return await self._load_once(key, topic, create)
         raise ServiceNotReady(f"Topic {topic} keeps closing while it loads: look it up again")
 

@@ -23,13 +23,13 @@ import random
 from typing import Any, Final, Protocol
 
 from magnetar import protocol as proto
-from magnetar.broker.dispatcher import GATE_DROP, EntryGate
 from magnetar.broker.replication.api import (
     ClusterData,
     RemoteProducer,
     RemoteProducerFactory,
     producer_name,
 )
+from magnetar.broker.subscription.dispatcher import GATE_DROP, EntryGate
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, ManagedLedgerError, Position
 

@@ -15,9 +15,8 @@ import base64
 import json
 import logging
 import urllib.parse
-from typing import Any
+from typing import Any, Protocol
 
-from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import IncompatibleSchema, InvalidRequest, MetadataError, NotFound, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.schema.compat import InvalidSchema, incompatibility, validate
@@ -33,6 +32,19 @@ VERSIONS_MAX = 10_000
 STRATEGY_POLICY = "schema_compatibility_strategy"
 AUTO_UPDATE_POLICY = "is_allow_auto_update_schema"
 ENFORCED_POLICY = "schema_validation_enforced"
+
+
+class SchemaSettings(Protocol):
+    """The broker settings a namespace without its own schema policies falls back to."""
+
+    @property
+    def schema_compatibility_strategy(self) -> str: ...
+
+    @property
+    def is_allow_auto_update_schema_enabled(self) -> bool: ...
+
+    @property
+    def schema_validation_enforced(self) -> bool: ...
 
 
 class SchemaNotFound(TopicNotFound):
@@ -74,7 +86,7 @@ def live(versions: list[StoredSchema]) -> list[StoredSchema]:
 
 
 class SchemaRegistry:
-    def __init__(self, metadata: md.MetadataStore, config: BrokerConfig, clock: Clock) -> None:
+    def __init__(self, metadata: md.MetadataStore, config: SchemaSettings, clock: Clock) -> None:
         self._metadata = metadata
         self._config = config
         self._clock = clock

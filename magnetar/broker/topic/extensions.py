@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from magnetar import protocol as proto
-from magnetar.broker.dispatcher import EntryGate
+from magnetar.broker.subscription.dispatcher import EntryGate
 from magnetar.ledger.api import Cursor, Position
 
 Started = TypeVar("Started")

@@ -17,8 +17,6 @@ from typing import Any
 
 from magnetar import protocol as proto
 from magnetar.broker.buckets import entry_size_buckets, write_latency_buckets
-from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dispatcher import DEFAULT_READ_BACKOFF, ReadBackoff
 from magnetar.broker.errors import (
     BrokerError,
     ConsumerBusy,
@@ -32,7 +30,10 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.names import TopicName
 from magnetar.broker.reserved import is_reserved_cursor
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.consumer import Consumer, SubType
+from magnetar.broker.subscription.dispatcher import DEFAULT_READ_BACKOFF, ReadBackoff
+from magnetar.broker.subscription.subscription import Subscription
+from magnetar.broker.topic import positions
 from magnetar.broker.topic.access import TOPIC_EPOCH_PROPERTY, Admission, Granted, ProducerAccess
 from magnetar.broker.topic.dedup import (
     Deduplication,
@@ -44,7 +45,6 @@ from magnetar.broker.topic.dedup import (
 from magnetar.broker.topic.extensions import CompactedPort, ReplicatorView, TopicExtensions, TxnPort
 from magnetar.broker.topic.producer import Producer, failed_publish
 from magnetar.broker.topic.state import TOPIC_TRANSITIONS, CloseReason, TopicState, closing_refusal
-from magnetar.broker.visible import last_visible
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import (
     Cursor,
@@ -471,46 +471,11 @@ class PersistentTopic:
 
     async def last_message_id(self) -> tuple[Position, int]:
         """The last entry's position and the batch index of its last message (-1 when unbatched)."""
-        last = self.ledger.last_confirmed
-        if last.entry_id < 0:  # an empty current ledger (after a restart): the last entry is in an earlier one
-            stored = (Position(x.ledger_id, x.entries - 1) for x in reversed(self.ledger.ledgers()) if x.entries > 0)
-            last = next(stored, last)
-        if self.txn is not None:  # not past an open transaction, a marker or an aborted entry
-            last = await self.txn.last_visible(last)
-        else:  # not a marker (replicated-subscription snapshots)
-            last = await last_visible(self.ledger, last)
-        if last.entry_id < 0:
-            return last, -1
-        try:
-            entry = await self.ledger.read_entry(last)
-        except ManagedLedgerError as exc:  # Pulsar's answer when this read fails (the offload store is down)
-            raise MetadataError(f"Failed to get batch size for entry {last}: {exc}") from exc
-        meta = proto.parse_entry_metadata(entry.data)
-        if meta.HasField("num_messages_in_batch"):
-            return last, max(meta.num_messages_in_batch, 1) - 1
-        return last, -1
+        return await positions.last_message_id(self.ledger, self.txn)
 
     async def position_for_publish_time(self, publish_time_ms: int) -> Position:
         """The first entry published at or after ``publish_time_ms`` (past the end if none)."""
-        for summary in self.ledger.ledgers():
-            if summary.entries <= 0:
-                continue
-            last = Position(summary.ledger_id, summary.entries - 1)
-            if await self._publish_time(last) < publish_time_ms:
-                continue
-            low, high = 0, summary.entries - 1
-            while low < high:  # binary search: at most log2(entries) reads
-                middle = (low + high) // 2
-                if await self._publish_time(Position(summary.ledger_id, middle)) >= publish_time_ms:
-                    high = middle
-                else:
-                    low = middle + 1
-            return Position(summary.ledger_id, low)
-        return self.ledger.next_valid_position(self.ledger.last_confirmed)
-
-    async def _publish_time(self, position: Position) -> int:
-        entry = await self.ledger.read_entry(position)
-        return int(proto.parse_entry_metadata(entry.data).publish_time)
+        return await positions.first_published_at(self.ledger, publish_time_ms)
 
     @property
     def properties(self) -> Mapping[str, str]:

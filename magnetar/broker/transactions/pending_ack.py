@@ -26,9 +26,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from magnetar.broker.consumer import SubType
 from magnetar.broker.errors import NotAllowed, PersistenceError
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.consumer import SubType
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.transactions.api import TransactionConflict, TxnAction, TxnId
 from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId, AckRecord, EndRecord, PendingAckLog
 from magnetar.ledger.api import ManagedLedgerError, Position

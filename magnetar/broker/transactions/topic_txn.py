@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from magnetar import protocol as proto
-from magnetar.broker.dispatcher import GATE_DELIVER, GATE_DROP, GATE_HOLD
 from magnetar.broker.errors import NotAllowed, ServiceNotReady
 from magnetar.broker.names import TopicName
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.dispatcher import GATE_DELIVER, GATE_DROP, GATE_HOLD
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.broker.transactions.buffer import (
     BufferState,

@@ -38,6 +38,7 @@ def add_audit_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]
 
 async def audit_data_dir(data_dir: Path, *, fix: bool, parallelism: int,
                          ledger_store: LedgerStoreConfig | None = None) -> AuditReport:
+    from magnetar.broker.compaction.state import referenced_ledgers
     from magnetar.broker.deletion.audit import StoppedOwners, audit
     from magnetar.broker.deletion.config import DeletionConfig
     from magnetar.broker.deletion.service import LedgerDeletionService
@@ -54,7 +55,7 @@ async def audit_data_dir(data_dir: Path, *, fix: bool, parallelism: int,
     if not fix and not shared:  # read-only: the directory's files as they are, no lock, no recovery
         try:
             return await audit(metadata, DirectoryLedgerReader(data_dir / "ledgers"), StoppedOwners(metadata),
-                               live=False)
+                               live=False, references=(referenced_ledgers,))
         finally:
             await metadata.close()
     store: LedgerStore
@@ -62,7 +63,8 @@ async def audit_data_dir(data_dir: Path, *, fix: bool, parallelism: int,
         store = await open_s3_ledger_store(ledger_store, clock=SystemClock())
         if not fix:  # reads only (listings, metadata, entries of the deletion topics)
             try:
-                return await audit(metadata, store, StoppedOwners(metadata), live=False)
+                return await audit(metadata, store, StoppedOwners(metadata), live=False,
+                                   references=(referenced_ledgers,))
             finally:
                 await store.close()
                 await metadata.close()
@@ -70,7 +72,8 @@ async def audit_data_dir(data_dir: Path, *, fix: bool, parallelism: int,
         store = await EmbeddedLedgerStore.open(data_dir / "ledgers", journal_sync_data=True)
     factory = LedgerFactory(store, metadata, clock=SystemClock())
     try:
-        service = LedgerDeletionService(factory, store, SystemClock(), DeletionConfig(parallelism=parallelism))
+        service = LedgerDeletionService(factory, store, SystemClock(), DeletionConfig(parallelism=parallelism),
+                                        references=(referenced_ledgers,))
         await service.start()
         try:
             report = await service.audit(metadata, fix=True)

@@ -1,14 +1,14 @@
 """The HTTP admin API on Pulsar's ``/admin/v2/...`` paths, with its OpenAPI document at
-``/admin/v2/openapi.json``. Handlers call :mod:`magnetar.broker.admin`; this package only translates HTTP.
+``/admin/v2/openapi.json``. Handlers call :mod:`magnetar.broker.admin.broker_admin`; this package only translates HTTP.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import BrokerAdmin
+from magnetar.broker.admin.broker_admin import BrokerAdmin
+from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import RateTracker
 from magnetar.server.admin.brokers import broker_routes
 from magnetar.server.admin.deletion import deletion_routes
 from magnetar.server.admin.lookup import lookup_routes

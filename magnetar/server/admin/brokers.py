@@ -1,6 +1,6 @@
 """Admin routes about the broker itself (Pulsar's ``BrokersBase`` and ``BrokerStatsBase``): the cluster's
-active brokers, the leader, and load and metrics reports. One standalone process is the whole cluster and
-its own leader."""
+active brokers and its leader (as :mod:`magnetar.broker.cluster.lookup` knows them: a standalone process is
+the whole cluster and its own leader), and this broker's load and metrics reports."""
 
 from __future__ import annotations
 
@@ -9,28 +9,29 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin import BrokerAdmin
+from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.errors import NotFound
+from magnetar.server.admin.lookup import here
 from magnetar.server.admin.routes import Route, match, ok
 
 V2 = "/admin/v2"
 _ANY: dict[str, Any] = {}
 
 
-def _self(req: web.Request) -> str:
-    return f"{req.url.host}:{req.url.port}"
-
-
 def broker_routes(admin: BrokerAdmin) -> list[Route]:
     broker = admin.broker
+
+    def _self(req: web.Request) -> str:
+        return here(broker.config.advertised_address, req).web_address
 
     async def active(req: web.Request) -> web.Response:
         if match(req, "cluster") not in await admin.clusters():
             raise NotFound("Cluster does not exist")
-        return ok([_self(req)])
+        return ok([b.web_address for b in await broker.lookup.brokers(here(broker.config.advertised_address, req))])
 
     async def leader(req: web.Request) -> web.Response:
-        return ok({"brokerId": _self(req), "serviceUrl": f"http://{_self(req)}"})
+        chosen = await broker.lookup.leader(here(broker.config.advertised_address, req))
+        return ok({"brokerId": chosen.web_address, "serviceUrl": f"http://{chosen.web_address}"})
 
     async def load_report(req: web.Request) -> web.Response:
         topics = broker.registry.topics()

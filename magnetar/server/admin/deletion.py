@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin import parse_topic
+from magnetar.broker.admin.broker_admin import parse_topic
 from magnetar.broker.deletion.messages import DeletionMessage, InvalidDeletionMessage, request_from_json
 from magnetar.broker.deletion.service import DeleteFailed, LedgerDeletionService, NoOffloadStore, Outcome
 from magnetar.broker.errors import Conflict, InvalidRequest, PreconditionFailed, ServiceNotReady

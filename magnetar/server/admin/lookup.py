@@ -1,15 +1,17 @@
 """HTTP lookup, for clients whose service URL is ``http://``: ``GET /lookup/v2/topic/{domain}/{tenant}/
-{namespace}/{topic}`` answers Pulsar's ``LookupData`` (this broker owns every topic), honouring
-``advertisedListeners`` through the ``listenerName`` query parameter or the ``X-Pulsar-ListenerName`` header.
-Partitioned metadata over HTTP is the topics routes' ``GET .../partitions?checkAllowAutoCreation=true``."""
+{namespace}/{topic}`` answers Pulsar's ``LookupData`` from :mod:`magnetar.broker.cluster.lookup` (the answer
+the binary LOOKUP gives), honouring ``advertisedListeners`` through the ``listenerName`` query parameter or
+the ``X-Pulsar-ListenerName`` header. Partitioned metadata over HTTP is the topics routes'
+``GET .../partitions?checkAllowAutoCreation=true``. :func:`here` is this broker's URLs as an HTTP request
+reached it (``/admin/v2/brokers`` names the broker by them too)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import parse_topic
-from magnetar.broker.errors import InvalidRequest, NotFound
-from magnetar.broker.listeners import listener_urls
+from magnetar.broker.admin.broker_admin import parse_topic
+from magnetar.broker.cluster.ownership import BrokerUrls
+from magnetar.broker.errors import InvalidRequest
 from magnetar.broker.service import BrokerService
 from magnetar.server.admin.routes import Route, match, ok
 
@@ -24,24 +26,18 @@ LOOKUP_DATA = {
 }
 
 
-def lookup_data(broker: BrokerService, req: web.Request) -> dict[str, str | None]:
-    config = broker.config
-    requested = req.query.get("listenerName") or req.headers.get("X-Pulsar-ListenerName") or None
-    listener = listener_urls(config.advertised_listeners, config.internal_listener_name, requested)
-    host = config.advertised_address or req.url.host or "localhost"
+def here(advertised_address: str | None, req: web.Request) -> BrokerUrls:
+    """This broker's URLs as ``req`` reached it (its advertised address when set)."""
+    host = advertised_address or req.url.host or "localhost"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    broker_port = req.app.get(BROKER_PORT, 6650)
-    pulsar_url = f"pulsar://{host}:{broker_port}"
-    http_url = f"http://{host}:{req.url.port}"
     tls_ports = req.app.get(TLS_PORTS, {})
-    tls_url = f"pulsar+ssl://{host}:{tls_ports['broker']}" if "broker" in tls_ports else None
-    https_url = f"https://{host}:{tls_ports['web']}" if "web" in tls_ports else None
-    if listener is not None:
-        pulsar_url, tls_url = listener.pulsar or pulsar_url, listener.pulsar_ssl
-        http_url, https_url = listener.http or http_url, listener.https
-    return {"brokerUrl": pulsar_url, "brokerUrlTls": tls_url, "httpUrl": http_url,
-            "httpUrlTls": https_url, "nativeUrl": pulsar_url}
+    return BrokerUrls(
+        pulsar=f"pulsar://{host}:{req.app.get(BROKER_PORT, 6650)}",
+        pulsar_tls=f"pulsar+ssl://{host}:{tls_ports['broker']}" if "broker" in tls_ports else None,
+        http=f"http://{host}:{req.url.port}",
+        https=f"https://{host}:{tls_ports['web']}" if "web" in tls_ports else None,
+    )
 
 
 def lookup_routes(broker: BrokerService) -> list[Route]:
@@ -50,9 +46,9 @@ def lookup_routes(broker: BrokerService) -> list[Route]:
         if domain not in ("persistent", "non-persistent"):
             raise InvalidRequest(f"Unknown topic domain {domain!r}")
         topic = parse_topic(domain, match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
-        if not await broker.catalog.namespace_exists(topic.namespace_name):
-            raise NotFound(f"Namespace {topic.namespace_name} does not exist")
-        return ok(lookup_data(broker, req))
+        listener = req.query.get("listenerName") or req.headers.get("X-Pulsar-ListenerName") or None
+        answer = await broker.lookup.answer(topic, here(broker.config.advertised_address, req), listener)
+        return ok(answer.lookup_data())
 
     return [Route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", lookup,
                   "Which broker serves a topic (HTTP lookup)", "lookup", result=LOOKUP_DATA,

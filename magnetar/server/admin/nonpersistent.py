@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import parse_namespace, parse_topic
+from magnetar.broker.admin.broker_admin import parse_namespace, parse_topic
 from magnetar.broker.errors import NotFound
 from magnetar.broker.registry.catalog import PARTITIONS_MAX
 from magnetar.broker.service import BrokerService

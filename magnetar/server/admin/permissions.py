@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import BrokerAdmin, parse_namespace, parse_topic
-from magnetar.broker.authorization.permissions import PermissionsAdmin
+from magnetar.broker.admin.broker_admin import BrokerAdmin, parse_namespace, parse_topic
+from magnetar.broker.admin.permissions import PermissionsAdmin
 from magnetar.broker.authorization.policies import AuthAction, parse_actions
 from magnetar.broker.errors import InvalidRequest
 from magnetar.broker.names import NamespaceName, TopicName

@@ -10,8 +10,9 @@ from typing import Any
 from aiohttp import web
 
 from magnetar import protocol as proto
-from magnetar.broker.admin import POLICY_SETTERS, BrokerAdmin, parse_namespace, parse_topic
-from magnetar.broker.admin_subscriptions import read_for_admin
+from magnetar.broker.admin.broker_admin import BrokerAdmin, parse_namespace, parse_topic
+from magnetar.broker.admin.policy_values import POLICY_SETTERS
+from magnetar.broker.admin.subscriptions import read_for_admin
 from magnetar.broker.errors import InvalidRequest, NotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.policies import BacklogQuota

@@ -8,10 +8,10 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin import BrokerAdmin, parse_topic
+from magnetar.broker.admin.broker_admin import BrokerAdmin, parse_topic
+from magnetar.broker.admin.clusters import ReplicationAdmin
 from magnetar.broker.errors import InvalidRequest
 from magnetar.broker.names import TopicName
-from magnetar.broker.replication.admin import ReplicationAdmin
 from magnetar.server.admin import openapi as s
 from magnetar.server.admin.routes import Route, json_body, match, no_content, ok
 

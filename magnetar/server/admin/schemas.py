@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin import parse_namespace, parse_topic
+from magnetar.broker.admin.broker_admin import parse_namespace, parse_topic
 from magnetar.broker.errors import IncompatibleSchema, InvalidRequest
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.schema import SchemaInfo, SchemaRegistry, Strategy, type_number

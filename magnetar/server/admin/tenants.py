@@ -9,10 +9,10 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin import BrokerAdmin, parse_namespace
+from magnetar.broker.admin.broker_admin import BrokerAdmin, parse_namespace
+from magnetar.broker.admin.stats import RateTracker, topic_stats
 from magnetar.broker.errors import InvalidRequest
 from magnetar.broker.names import NamespaceName
-from magnetar.broker.stats import RateTracker, topic_stats
 from magnetar.server.admin import openapi as s
 from magnetar.server.admin.routes import Route, flag, json_body, match, no_content, ok
 

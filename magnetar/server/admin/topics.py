@@ -9,14 +9,8 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin import BrokerAdmin, parse_namespace, parse_topic
-from magnetar.broker.admin_subscriptions import SubscriptionAdmin, parse_message_id
-from magnetar.broker.compaction import CompactedTopic, CompactionService, compacted_of, status_json
-from magnetar.broker.compaction.view import CompactionRecord
-from magnetar.broker.errors import NotAllowed
-from magnetar.broker.names import TopicName
-from magnetar.broker.registry.catalog import PARTITIONS_MAX
-from magnetar.broker.stats import (
+from magnetar.broker.admin.broker_admin import BrokerAdmin, parse_namespace, parse_topic
+from magnetar.broker.admin.stats import (
     RateTracker,
     internal_stats,
     partitioned_stats,
@@ -24,6 +18,12 @@ from magnetar.broker.stats import (
     unwritten_internal_stats,
     unwritten_topic_stats,
 )
+from magnetar.broker.admin.subscriptions import SubscriptionAdmin, parse_message_id
+from magnetar.broker.compaction import CompactedTopic, CompactionService, compacted_of, status_json
+from magnetar.broker.compaction.view import CompactionRecord
+from magnetar.broker.errors import NotAllowed
+from magnetar.broker.names import TopicName
+from magnetar.broker.registry.catalog import PARTITIONS_MAX
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.ledger.api import Position
 from magnetar.server.admin import openapi as s

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin import BrokerAdmin, parse_topic
+from magnetar.broker.admin.broker_admin import BrokerAdmin, parse_topic
 from magnetar.broker.errors import NotFound, ServiceNotReady, SubscriptionNotFound
 from magnetar.broker.names import TopicName
 from magnetar.broker.stats import managed_ledger_internal_stats

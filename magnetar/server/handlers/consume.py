@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar import protocol as proto
 from magnetar.broker.authorization import AuthAction
-from magnetar.broker.consumer import Consumer, SubType
 from magnetar.broker.errors import ConsumerBusy, ConsumerNotFound, NotAllowed
 from magnetar.broker.names import TopicName, valid_subscription_name
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.consumer import Consumer, SubType
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.ledger.api import InitialPosition, ManagedLedgerError, Position
 from magnetar.server.handlers import txn_topic

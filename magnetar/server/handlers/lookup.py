@@ -1,7 +1,8 @@
 """Discovery commands: PARTITIONED_METADATA, LOOKUP, GET_TOPICS_OF_NAMESPACE (GET_SCHEMA is in ``schema``).
 
-A single broker owns every topic, so LOOKUP answers Connect with this broker's URL, spelled as the client
-reached it when possible (a different spelling makes the client open a second connection, facts §2.7).
+LOOKUP is answered by :mod:`magnetar.broker.cluster.lookup` (the one answer the HTTP lookup gives too); this
+handler says how the client reached the broker: its URLs spelled as the client reached them when possible
+(a different spelling makes the client open a second connection, facts §2.7).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar import protocol as proto
+from magnetar.broker.cluster.ownership import BrokerUrls
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.listeners import listener_urls
 from magnetar.broker.names import NamespaceName, TopicName
 
 if TYPE_CHECKING:
@@ -61,19 +62,16 @@ async def on_lookup(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memory
     try:
         topic = TopicName.parse(req.topic)
         await conn.auth.require_lookup(topic)
-        if not await conn.broker.catalog.namespace_exists(topic.namespace_name):
-            raise BrokerError(f"Namespace {topic.namespace_name} does not exist")
-        config = conn.broker.config
-        listener = listener_urls(config.advertised_listeners, config.internal_listener_name,
-                                 req.advertised_listener_name or None)
+        url, tls_url = conn.auth.lookup_urls(broker_host(conn), conn.local_address[1])
+        answer = await conn.broker.lookup.answer(topic, BrokerUrls(url, tls_url), req.advertised_listener_name)
     except BrokerError as exc:
         code = exc.server_error if exc.server_error else proto.ServerErrorCode.TopicNotFound
         conn.send_frame(proto.encode_command(proto.commands.lookup_failure(req.request_id, code, str(exc))))
         return
-    url, tls_url = conn.auth.lookup_urls(broker_host(conn), conn.local_address[1])
-    if listener is not None:  # advertisedListeners: the named (or internal) listener's URLs
-        url, tls_url = listener.pulsar or url, listener.pulsar_ssl or tls_url
-    conn.send_frame(proto.encode_command(proto.commands.lookup_response(req.request_id, url, broker_url_tls=tls_url)))
+    urls = answer.urls
+    conn.send_frame(proto.encode_command(proto.commands.lookup_response(
+        req.request_id, urls.pulsar or "", answer.authoritative, broker_url_tls=urls.pulsar_tls,
+        redirect=answer.redirect)))
 
 
 async def on_get_topics(conn: ServerConnection, cmd: proto.pb.BaseCommand, _: memoryview | None) -> None:

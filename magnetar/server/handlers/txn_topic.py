@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar import protocol as proto
-from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerError, ConsumerNotFound, NotAllowed, ServiceNotReady
-from magnetar.broker.subscription import ACK_CUMULATIVE, Subscription
+from magnetar.broker.subscription.consumer import Consumer
+from magnetar.broker.subscription.subscription import ACK_CUMULATIVE, Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.broker.transactions.listener import transactions_of

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from magnetar.broker.compaction.state import referenced_ledgers
 from magnetar.broker.deletion.audit import audit
 from magnetar.broker.deletion.config import DeletionConfig
 from magnetar.broker.deletion.messages import DeletionMessage, encode
@@ -25,6 +26,8 @@ from magnetar.storage.api import StorageError
 from magnetar.storage.faulty import FaultPlan, FaultyLedgerStore
 from magnetar.storage.memory import MemoryLedgerStore
 from tests.sim.world import let_turns_pass
+
+REFERENCES = (referenced_ledgers,)  # compacted ledgers live outside the managed-ledger records
 
 WAIT_S = 20.0
 TOPICS = 6
@@ -54,7 +57,7 @@ async def boot(disk: Disk, plan: FaultPlan, *, two_phase: bool) -> Process:
     if not two_phase:
         return Process(factory, None, faulty)
     config = DeletionConfig(parallelism=2, reconsume_later_s=0, max_retry_count=1_000)
-    service = LedgerDeletionService(factory, faulty, SystemClock(), config)
+    service = LedgerDeletionService(factory, faulty, SystemClock(), config, references=REFERENCES)
     for _ in range(50):  # opening the family can meet injected faults too: a real broker retries its start
         try:
             await service.start()
@@ -134,7 +137,7 @@ async def run_scenario(seed: int, *, two_phase: bool) -> tuple[int, Disk, Proces
         proc = await boot(disk, plan, two_phase=two_phase)
         await crash_somewhere(disk, proc, rng)
     proc = await settle(disk, plan, two_phase=two_phase)
-    report = await audit(disk.metadata, disk.store, proc.factory, live=True)
+    report = await audit(disk.metadata, disk.store, proc.factory, live=True, references=REFERENCES)
     assert report.dangling == [], "a ledger was deleted while still referenced"
     await unconsumed_entries_are_all_readable(disk, proc)
     return len(report.orphans), disk, proc
@@ -197,7 +200,8 @@ async def test_failures_go_to_retry_then_dlq() -> None:
     faulty = FaultyLedgerStore(disk.store, plan)
     factory = LedgerFactory(faulty, disk.metadata)
     service = LedgerDeletionService(factory, faulty, SystemClock(),
-                                    DeletionConfig(parallelism=1, reconsume_later_s=0, max_retry_count=2))
+                                    DeletionConfig(parallelism=1, reconsume_later_s=0, max_retry_count=2),
+                                    references=REFERENCES)
     await service.start()
     ledger = (await disk.store.create_ledger({"application": "magnetar", "component": "managed-ledger",
                                               "pulsar/managed-ledger": "t/ns/persistent/gone"})).ledger_id
@@ -213,14 +217,13 @@ async def test_failures_go_to_retry_then_dlq() -> None:
     assert service.counters.outcomes[Outcome.RETRIED] == 2
     assert service.counters.outcomes[Outcome.DEAD_LETTERED] == 1
     assert ledger in await disk.store.list_ledgers()  # given up on, and still visible to the audit
-    report = await audit(disk.metadata, disk.store, factory, live=True)
+    report = await audit(disk.metadata, disk.store, factory, live=True, references=REFERENCES)
     assert [o.ledger_id for o in report.orphans] == []  # pending in the DLQ: not an orphan
     await service.close()
 
 
 async def test_audit_counts_compacted_ledgers_named_by_the_compaction_cursor_as_referenced() -> None:
     from magnetar.broker.compaction.state import COMPACTION_CURSOR, LEDGER_PROPERTY
-    from magnetar.broker.deletion import references  # noqa: F401 - registers the source
 
     disk = Disk()
     factory = LedgerFactory(disk.store, disk.metadata)
@@ -232,7 +235,7 @@ async def test_audit_counts_compacted_ledgers_named_by_the_compaction_cursor_as_
                                             "pulsar/managed-ledger": "t/ns/persistent/compacted"})
     cursor = await ledger.open_cursor(COMPACTION_CURSOR, InitialPosition.EARLIEST)
     await cursor.set_properties({LEDGER_PROPERTY: compacted.ledger_id})
-    report = await audit(disk.metadata, disk.store, factory, live=False)  # as on a stopped data dir
+    report = await audit(disk.metadata, disk.store, factory, live=False, references=REFERENCES)  # a stopped data dir
     assert [o.ledger_id for o in report.orphans] == [stray.ledger_id]
 
 
@@ -247,7 +250,7 @@ async def test_audit_finds_offloaded_copies_nothing_names_and_fix_deletes_them()
     factory = LedgerFactory(disk.store, disk.metadata, config=ManagedLedgerConfig(max_entries_per_ledger=2),
                             offload_store=offload)
     service = LedgerDeletionService(factory, disk.store, SystemClock(), DeletionConfig(parallelism=1),
-                                    OffloadStoreDeleter(offload))
+                                    OffloadStoreDeleter(offload), references=REFERENCES)
     await service.start()
     ledger = await factory.open("t/ns/persistent/offloaded")
     for i in range(5):

@@ -18,6 +18,7 @@ from magnetar.storage.faulty import FaultPlan
 from magnetar.storage.objectstore import ObjectLedgerSettings, ObjectLedgerStore
 from magnetar.storage.objectstore.memory import MemoryBucket, MemoryObjectClient
 from tests.component.deletion.test_two_phase import (
+    REFERENCES,
     ROUNDS,
     TOPICS,
     Disk,
@@ -45,7 +46,7 @@ async def test_two_phase_on_objects_leaves_zero_orphans(seed: int) -> None:
         await crash_somewhere(disk, proc, rng)
     disk.store = await new_store(bucket)  # type: ignore[assignment]
     proc = await settle(disk, plan, two_phase=True)
-    report = await audit(disk.metadata, disk.store, proc.factory, live=True)
+    report = await audit(disk.metadata, disk.store, proc.factory, live=True, references=REFERENCES)
     assert report.dangling == [] and report.orphans == [] and report.object_orphans == []
     await unconsumed_entries_are_all_readable(disk, proc)
     assert len(await disk.store.list_ledgers()) < TOPICS * 6  # the trimmed ledgers did go

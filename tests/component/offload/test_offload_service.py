@@ -47,6 +47,11 @@ class Broker:
     def loaded_topics(self) -> list[tuple[NamespaceName, Any]]:
         return self.topics
 
+    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]:
+        record = await self.metadata.get(f"/admin/policies/{ns.tenant}/{ns.namespace}")
+        value = json.loads(record.value) if record is not None else {}
+        return value if isinstance(value, dict) else {}
+
     async def get_topic(self, topic: TopicName, *, create: bool) -> Topic:
         self.loads.append(str(topic))
         loaded = Topic(await self.ledgers.open(topic.managed_ledger_name))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from magnetar import protocol as proto
-from magnetar.broker.admin import BrokerAdmin
+from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.replication.api import ClusterData
 from magnetar.broker.replication.replicator import Replicator, should_replicate

@@ -178,7 +178,7 @@ async def pending_ack_on_sub(standalone: Standalone, registry: FakeRegistry) -> 
 async def test_unsubscribe_and_topic_deletion_remove_the_transaction_state(
     standalone: Standalone, registry: FakeRegistry
 ) -> None:
-    from magnetar.broker.admin import BrokerAdmin
+    from magnetar.broker.admin.broker_admin import BrokerAdmin
     from magnetar.broker.names import TopicName
     from magnetar.broker.transactions.pending_ack_log import pending_ack_topic
     from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
@@ -205,7 +205,7 @@ async def test_unsubscribe_and_topic_deletion_remove_the_transaction_state(
 async def test_deleting_an_unloaded_topic_removes_its_pending_ack_logs(
     standalone: Standalone, registry: FakeRegistry
 ) -> None:
-    from magnetar.broker.admin import BrokerAdmin
+    from magnetar.broker.admin.broker_admin import BrokerAdmin
     from magnetar.broker.names import TopicName
     from magnetar.broker.transactions.pending_ack_log import pending_ack_topic
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from magnetar.broker.admin import BrokerAdmin
+from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.transactions.api import TxnAction

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker import errors
-from magnetar.broker.stats import RateTracker
+from magnetar.broker.admin.stats import RateTracker
 from magnetar.cli.admin import base as admin_cli
 from magnetar.server.admin.routes import status_of
 

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import ConsumerAssignError
-from magnetar.broker.key_shared import HASH_RANGE_SIZE, MODE_AUTO_SPLIT, MODE_STICKY, StickyKeySelector
+from magnetar.broker.subscription.consumer import Consumer
+from magnetar.broker.subscription.key_shared import HASH_RANGE_SIZE, MODE_AUTO_SPLIT, MODE_STICKY, StickyKeySelector
 from tests.unit.broker.test_broker_access import Endpoint
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.broker.cluster.listeners import listener_urls, parse_listeners
 from magnetar.broker.errors import ServiceNotReady
-from magnetar.broker.listeners import listener_urls, parse_listeners
 from magnetar.config import ConfigError, build_settings
 
 LISTENERS = "internal:pulsar://10.0.0.1:6650,internal:http://10.0.0.1:8080,external:pulsar+ssl://broker.example:6651"

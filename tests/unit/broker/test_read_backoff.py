@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from magnetar.broker.dispatcher import ReadBackoff
+from magnetar.broker.subscription.dispatcher import ReadBackoff
 from magnetar.config import build_settings
 
 

@@ -9,9 +9,9 @@ import logging
 import pytest
 
 from magnetar import protocol as proto
-from magnetar.broker.replicated_subscriptions import codec
-from magnetar.broker.replicated_subscriptions.cache import Snapshot, SnapshotCache
-from magnetar.broker.replicated_subscriptions.rounds import PendingSnapshot, Step
+from magnetar.broker.replication.subscriptions import codec
+from magnetar.broker.replication.subscriptions.cache import Snapshot, SnapshotCache
+from magnetar.broker.replication.subscriptions.rounds import PendingSnapshot, Step
 from magnetar.config import build_settings
 from magnetar.ledger.api import Position
 from tests.sim.repl_sub_world import World

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.broker.admin.clusters import cluster_data
 from magnetar.broker.errors import InvalidRequest
-from magnetar.broker.replication.admin import cluster_data
 from magnetar.broker.replication.api import (
     ClusterData,
     cursor_name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from magnetar import protocol as proto
 from magnetar.broker.names import TopicName
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
 from magnetar.broker.transactions.topic_txn import TopicTransactions

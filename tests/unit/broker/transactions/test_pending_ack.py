@@ -8,9 +8,9 @@ from collections.abc import Iterable, Sequence
 
 import pytest
 
-from magnetar.broker.consumer import SubType
 from magnetar.broker.errors import NotAllowed, PersistenceError
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.consumer import SubType
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.transactions.api import TransactionConflict, TxnAction, TxnId
 from magnetar.broker.transactions.pending_ack import PendingAckStore
 from magnetar.broker.transactions.pending_ack_log import (

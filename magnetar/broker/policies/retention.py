@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from magnetar import protocol as proto
-from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.policies.store import TopicPolicyStore
 from magnetar.broker.reserved import is_reserved_cursor
@@ -34,8 +33,25 @@ from magnetar.metadata import api as md
 log = logging.getLogger("magnetar.broker.retention")
 
 MINUTE_MS = 60_000
+MIB = 1024 * 1024
 #: Topics visited per pass, at most (far above what one broker loads).
 TOPICS_PER_PASS_MAX = 100_000
+
+
+class RetentionSettings(Protocol):
+    """The broker settings retention and TTL fall back to (``BrokerConfig`` has them)."""
+
+    @property
+    def default_retention_time_minutes(self) -> int: ...
+
+    @property
+    def default_retention_size_mb(self) -> int: ...
+
+    @property
+    def ttl_duration_default_seconds(self) -> int: ...
+
+    @property
+    def retention_check_interval_seconds(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +65,8 @@ def _int_or(value: Any, default: int) -> int:
 
 
 def resolve_policies(
-    config: BrokerConfig, namespace_policies: Mapping[str, Any] | None, topic_policies: Mapping[str, Any] | None = None
+    config: RetentionSettings, namespace_policies: Mapping[str, Any] | None,
+    topic_policies: Mapping[str, Any] | None = None,
 ) -> TopicPolicies:
     """The topic's policies where it sets them, then the namespace's, then the broker's defaults."""
     ns, tp = namespace_policies or {}, topic_policies or {}
@@ -147,7 +164,7 @@ class RetentionTopics(Protocol):
     """What the task needs of the broker."""
 
     @property
-    def config(self) -> BrokerConfig: ...
+    def config(self) -> RetentionSettings: ...
 
     @property
     def metadata(self) -> md.MetadataStore: ...

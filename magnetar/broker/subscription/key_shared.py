@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import mmh3
 
 from magnetar import protocol as proto
-from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import ConsumerAssignError
+from magnetar.broker.subscription.consumer import Consumer
 
 HASH_RANGE_SIZE = 65536
 NONE_KEY = b"NONE_KEY"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from magnetar.broker.replicated_subscriptions.cache import Snapshot
+from magnetar.broker.replication.subscriptions.cache import Snapshot
 from magnetar.ledger.api import Position
 
 

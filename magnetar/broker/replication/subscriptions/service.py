@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import logging
 
-from magnetar.broker.replicated_subscriptions.cache import PROPERTY
-from magnetar.broker.replicated_subscriptions.controller import TopicController, Totals
 from magnetar.broker.replication.service import ReplicationService
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.replication.subscriptions.cache import PROPERTY
+from magnetar.broker.replication.subscriptions.controller import TopicController, Totals
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.topic.listener import TopicListener
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.topic.state import CloseReason

@@ -1,6 +1,6 @@
 """Admin operations of geo-replication: clusters (create, update, delete) and topic-level replication
 clusters, as Pulsar's ``Clusters`` and ``PersistentTopics`` resources do them. Listing and reading clusters
-and the namespace's ``replication_clusters`` live in :mod:`magnetar.broker.admin`. Knows no HTTP.
+and the namespace's ``replication_clusters`` live in :mod:`magnetar.broker.admin.broker_admin`. Knows no HTTP.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from magnetar.broker.admin import CLUSTERS, BrokerAdmin, tenant_key
+from magnetar.broker.admin.broker_admin import CLUSTERS, BrokerAdmin, tenant_key
 from magnetar.broker.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
 from magnetar.broker.names import TopicName, valid_segment
 from magnetar.broker.replication.service import topic_policies_key

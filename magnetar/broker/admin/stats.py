@@ -16,16 +16,17 @@ from typing import Any
 from magnetar.broker.compaction import compacted_of, stats_json
 from magnetar.broker.compaction.service import compacted_ledger_json
 from magnetar.broker.compaction.view import CompactionRecord
-from magnetar.broker.consumer import Consumer, SubType
+from magnetar.broker.offload.stats import offload_stats
 from magnetar.broker.policies.quota import backlog_bytes
 from magnetar.broker.replication.stats import replication_stats, sum_replication
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.consumer import Consumer, SubType
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.topic.producer import Producer
 from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.txn_stats import topic_counts
 from magnetar.core.clock import Clock
-from magnetar.ledger.api import LedgerSummary, ManagedLedger, OffloadReadHealth, Position
+from magnetar.ledger.api import LedgerSummary, OffloadReadHealth, Position
 
 RATE_WINDOW_MS = 10_000  # a rate covers the last 10 s, whoever asks and however often
 RATE_SAMPLE_MS = 1_000  # one remembered sample per key per second, at most
@@ -163,25 +164,6 @@ def subscription_stats(sub: Subscription, rates: RateTracker, topic: str) -> dic
         "filterRejectedMsgCount": 0,
         "filterRescheduledMsgCount": 0,
     }
-
-
-def offload_stats(ledger: ManagedLedger | None) -> dict[str, Any]:
-    """TopicStats' offload fields from the ledger list (offload failures show in the offload status), and
-    magnetar's: reads that failed in the offload store, and the last one's reason while they fail."""
-    done = [x for x in (ledger.ledgers() if ledger is not None else []) if x.offload is not None and x.offload.complete]
-    reads = ledger.offload_reads if ledger is not None else OffloadReadHealth()
-    return {
-        "offloadedStorageSize": sum(x.size_bytes for x in done),
-        "lastOffloadLedgerId": max((x.ledger_id for x in done), default=0),
-        "lastOffloadSuccessTimeStamp": max((x.offload.timestamp_ms for x in done if x.offload), default=0),
-        "lastOffloadFailureTimeStamp": 0,
-        **offload_read_json(reads),
-    }
-
-
-def offload_read_json(reads: OffloadReadHealth) -> dict[str, Any]:
-    return {"offloadReadErrors": reads.errors, "offloadReadError": reads.last_error if reads.failing else "",
-            "lastOffloadReadErrorTimeStamp": reads.last_error_ms}
 
 
 def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") -> dict[str, Any]:

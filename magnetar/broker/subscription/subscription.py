@@ -9,11 +9,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from magnetar import protocol as proto
-from magnetar.broker.consumer import Consumer, SubType
-from magnetar.broker.dispatcher import DEFAULT_READ_BACKOFF, Dispatcher, EntryGate, ReadBackoff, new_dispatcher
 from magnetar.broker.errors import ConsumerBusy
+from magnetar.broker.subscription.consumer import Consumer, SubType
+from magnetar.broker.subscription.dispatcher import (
+    DEFAULT_READ_BACKOFF,
+    Dispatcher,
+    EntryGate,
+    ReadBackoff,
+    SingleActiveDispatcher,
+)
+from magnetar.broker.subscription.dispatcher_shared import KeySharedDispatcher, SharedDispatcher
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedger, Position
 
@@ -198,3 +206,29 @@ class Subscription:
             await self.dispatcher.close()
         if self.durable:
             await self.cursor.flush()
+
+
+def new_dispatcher(
+    sub_type: int,
+    ledger: ManagedLedger,
+    cursor: Cursor,
+    clock: Clock,
+    *,
+    read_batch_max: int,
+    read_bytes_max: int,
+    auto_skip_corrupted: bool = False,
+    gate: EntryGate | None = None,
+    read_backoff: ReadBackoff = DEFAULT_READ_BACKOFF,
+) -> Dispatcher:
+    limits: dict[str, Any] = {
+        "read_batch_max": read_batch_max,
+        "read_bytes_max": read_bytes_max,
+        "auto_skip_corrupted": auto_skip_corrupted,
+        "gate": gate,
+        "read_backoff": read_backoff,
+    }
+    if sub_type == SubType.SHARED:
+        return SharedDispatcher(sub_type, ledger, cursor, clock, **limits)
+    if sub_type == SubType.KEY_SHARED:
+        return KeySharedDispatcher(sub_type, ledger, cursor, clock, **limits)
+    return SingleActiveDispatcher(sub_type, ledger, cursor, clock, **limits)

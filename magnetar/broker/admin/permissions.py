@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from magnetar.broker.admin import BrokerAdmin
+from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.authorization.policies import AuthAction, AuthPolicies, check_role, grants_json
 from magnetar.broker.errors import PreconditionFailed
 from magnetar.broker.names import NamespaceName, TopicName

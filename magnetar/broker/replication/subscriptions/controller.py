@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from magnetar import protocol as proto
-from magnetar.broker.replicated_subscriptions import codec
-from magnetar.broker.replicated_subscriptions.cache import PROPERTY, Snapshot, SnapshotCache
-from magnetar.broker.replicated_subscriptions.rounds import PendingSnapshot, Step
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.replication.subscriptions import codec
+from magnetar.broker.replication.subscriptions.cache import PROPERTY, Snapshot, SnapshotCache
+from magnetar.broker.replication.subscriptions.rounds import PendingSnapshot, Step
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, InitialPosition, Position

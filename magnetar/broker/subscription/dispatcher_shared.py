@@ -18,11 +18,11 @@ import contextlib
 from collections.abc import Iterable
 from typing import Any
 
-from magnetar.broker.consumer import Consumer
-from magnetar.broker.delayed import DelayedDeliveryTracker
-from magnetar.broker.dispatcher import Dispatcher, Prepared
 from magnetar.broker.endpoint import Endpoint
-from magnetar.broker.key_shared import StickyKeySelector
+from magnetar.broker.subscription.consumer import Consumer
+from magnetar.broker.subscription.delayed import DelayedDeliveryTracker
+from magnetar.broker.subscription.dispatcher import Dispatcher, Prepared
+from magnetar.broker.subscription.key_shared import StickyKeySelector
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, ManagedLedger, Position
 

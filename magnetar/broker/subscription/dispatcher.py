@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from magnetar import protocol as proto
-from magnetar.broker.consumer import Consumer, DeliveryFields, SubType
-from magnetar.broker.key_shared import key_hash, sticky_key
+from magnetar.broker.subscription.consumer import Consumer, DeliveryFields, SubType
+from magnetar.broker.subscription.key_shared import key_hash, sticky_key
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, OffloadReadError, Position
 from magnetar.ledger.bitset import all_set, int_to_words, words_to_int
@@ -351,31 +351,3 @@ class SingleActiveDispatcher(Dispatcher):
             if deliveries:
                 active.deliver(deliveries, self._clock.now_ms())
         return True
-
-
-def new_dispatcher(
-    sub_type: int,
-    ledger: ManagedLedger,
-    cursor: Cursor,
-    clock: Clock,
-    *,
-    read_batch_max: int,
-    read_bytes_max: int,
-    auto_skip_corrupted: bool = False,
-    gate: EntryGate | None = None,
-    read_backoff: ReadBackoff = DEFAULT_READ_BACKOFF,
-) -> Dispatcher:
-    from magnetar.broker.dispatcher_shared import KeySharedDispatcher, SharedDispatcher
-
-    limits: dict[str, Any] = {
-        "read_batch_max": read_batch_max,
-        "read_bytes_max": read_bytes_max,
-        "auto_skip_corrupted": auto_skip_corrupted,
-        "gate": gate,
-        "read_backoff": read_backoff,
-    }
-    if sub_type == SubType.SHARED:
-        return SharedDispatcher(sub_type, ledger, cursor, clock, **limits)
-    if sub_type == SubType.KEY_SHARED:
-        return KeySharedDispatcher(sub_type, ledger, cursor, clock, **limits)
-    return SingleActiveDispatcher(sub_type, ledger, cursor, clock, **limits)

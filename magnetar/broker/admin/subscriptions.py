@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar import protocol as proto
-from magnetar.broker.admin import BrokerAdmin
-from magnetar.broker.consumer import Consumer
+from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.errors import (
     Conflict,
     InvalidRequest,
@@ -24,7 +23,8 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.names import TopicName, valid_subscription_name
 from magnetar.broker.reserved import is_reserved_cursor
-from magnetar.broker.subscription import Subscription
+from magnetar.broker.subscription.consumer import Consumer
+from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.ledger.api import Entry, InitialPosition, InvalidPosition, ManagedLedger, ManagedLedgerError, Position
 

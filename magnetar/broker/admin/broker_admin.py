@@ -3,7 +3,7 @@
 This is what Pulsar's admin REST resources do, as plain async methods that raise the broker's errors
 (``NotFound``, ``Conflict``, ``PreconditionFailed``, ``InvalidRequest``...); the HTTP layer maps them to
 statuses. Tenants, namespaces and partitioned-topic metadata live under Pulsar's ``/admin/...`` keys.
-Subscription operations live in :mod:`magnetar.broker.admin_subscriptions`. This module knows no HTTP.
+Subscription operations live in :mod:`magnetar.broker.admin.subscriptions`. This module knows no HTTP.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from magnetar.broker.authorization.policies import AuthPolicies
+from magnetar.broker.admin.policy_values import POLICY_DEFAULTS, POLICY_SETTERS, check_partitions, string_list
 from magnetar.broker.errors import (
     BrokerError,
     Conflict,
@@ -21,7 +21,6 @@ from magnetar.broker.errors import (
     InvalidTopicName,
     MetadataError,
     MethodNotAllowed,
-    NotAcceptable,
     NotFound,
     PersistenceError,
     PreconditionFailed,
@@ -29,8 +28,7 @@ from magnetar.broker.errors import (
     TopicNotFound,
 )
 from magnetar.broker.names import PARTITION_SUFFIX, NamespaceName, TopicName, valid_segment
-from magnetar.broker.policies import BacklogQuota
-from magnetar.broker.registry.catalog import PARTITIONS_MAX, namespace_key
+from magnetar.broker.registry.catalog import namespace_key
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic.persistent import TERMINATED_PROPERTY, PersistentTopic
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
@@ -43,28 +41,6 @@ CLUSTERS = "/admin/clusters"
 TENANTS = "/admin/policies"
 NAMESPACES_PER_TENANT_MAX = 10_000
 TOPICS_PER_NAMESPACE_MAX = 100_000
-
-#: the policy fields a namespace's GET shows, with Pulsar's defaults
-POLICY_DEFAULTS: dict[str, Any] = {
-    "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
-    "replication_clusters": [],
-    "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
-    "backlog_quota_map": {},
-    "topicDispatchRate": {},
-    "subscriptionDispatchRate": {},
-    "clusterSubscribeRate": {},
-    "publishMaxMessageRate": {},
-    "latency_stats_sample_rate": {},
-    "message_ttl_in_seconds": None,
-    "retention_policies": None,
-    "deleted": False,
-    "autoTopicCreationOverride": None,
-    "compaction_threshold": None,
-    "schema_auto_update_compatibility_strategy": "Full",
-    "offload_threshold": -1,
-    "offload_deletion_lag_ms": None,
-}
-
 
 def tenant_key(tenant: str) -> str:
     return f"{TENANTS}/{tenant}"
@@ -140,7 +116,7 @@ class BrokerAdmin:
     async def _tenant_info(self, body: Mapping[str, Any]) -> dict[str, Any]:
         roles = body.get("adminRoles", [])
         clusters = body.get("allowedClusters", [])
-        if not _string_list(roles) or not _string_list(clusters):
+        if not string_list(roles) or not string_list(clusters):
             raise InvalidRequest("adminRoles and allowedClusters must be lists of strings")
         known = set(await self.clusters())
         unknown = [c for c in clusters if c not in known]
@@ -291,7 +267,7 @@ class BrokerAdmin:
 
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         await self._namespace_of(topic)
-        _check_partitions(partitions)
+        check_partitions(partitions)
         if PARTITION_SUFFIX in topic.local_name:
             raise PreconditionFailed("Partitioned Topic Name should not contain '-partition-'")
         if await self.partitions(topic) > 0 or await self.exists(topic):
@@ -300,7 +276,7 @@ class BrokerAdmin:
             raise Conflict("This topic already exists")
 
     async def update_partitions(self, topic: TopicName, partitions: int) -> None:
-        _check_partitions(partitions)
+        check_partitions(partitions)
         current = await self.catalog.update_partitions(topic, partitions)
         if current is None:
             raise NotFound("Partitioned topic does not exist")
@@ -427,83 +403,3 @@ def _check_segment(name: str, what: str) -> None:
         NamespaceName.parse(f"{name}/x")
     except BrokerError as exc:
         raise PreconditionFailed(f"{what.capitalize()} name is not valid") from exc  # Pulsar's NamedEntity check
-
-
-def _check_partitions(partitions: int) -> None:
-    if not 0 < partitions <= PARTITIONS_MAX:
-        raise NotAcceptable(f"Number of partitions should be more than 0 and at most {PARTITIONS_MAX}")
-
-
-def _string_list(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value) and len(value) <= 1000
-
-
-def _int_field(value: object, what: str, low: int = -1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**63:
-        raise InvalidRequest(f"{what} must be an integer >= {low}")
-    return value
-
-
-def _retention(value: Any) -> dict[str, int]:
-    if not isinstance(value, dict):
-        raise InvalidRequest("retention must be an object")
-    return {
-        "retentionTimeInMinutes": _int_field(value.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes"),
-        "retentionSizeInMB": _int_field(value.get("retentionSizeInMB", 0), "retentionSizeInMB"),
-    }
-
-
-def _ttl(value: Any) -> int:
-    return _int_field(value, "messageTTL", 0)
-
-
-def _compaction_threshold(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise PreconditionFailed("compactionThreshold must be 0 or greater")
-    return value
-
-
-def _clusters(value: Any) -> list[str]:
-    if not _string_list(value):
-        raise InvalidRequest("replication clusters must be a list of cluster names")
-    return list(dict.fromkeys(value))
-
-
-def _auto_topic_creation(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict) or not isinstance(value.get("allowAutoTopicCreation"), bool):
-        raise InvalidRequest("autoTopicCreation needs a boolean allowAutoTopicCreation")
-    topic_type = value.get("topicType", "non-partitioned")
-    if topic_type not in ("partitioned", "non-partitioned"):
-        raise NotAcceptable("topicType must be partitioned or non-partitioned")
-    result: dict[str, Any] = {"allowAutoTopicCreation": value["allowAutoTopicCreation"], "topicType": topic_type}
-    if topic_type == "partitioned":
-        partitions = _int_field(value.get("defaultNumPartitions", 1), "defaultNumPartitions", 1)
-        _check_partitions(partitions)
-        result["defaultNumPartitions"] = partitions
-    return result
-
-
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidRequest("The body must be true or false")
-    return value
-
-
-def _quota_map(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InvalidRequest("A backlog quota map is a JSON object")
-    return {kind: BacklogQuota.parse(quota).rest() for kind, quota in value.items()}
-
-
-POLICY_SETTERS: dict[str, Any] = {
-    "auth_policies": lambda value: AuthPolicies.from_json(value).to_json(),
-    "retention_policies": _retention,
-    "message_ttl_in_seconds": _ttl,
-    "replication_clusters": _clusters,
-    "autoTopicCreationOverride": _auto_topic_creation,
-    "offload_threshold": lambda v: _int_field(v, "offloadThreshold"),
-    "offload_deletion_lag_ms": lambda v: _int_field(v, "offloadDeletionLagMs"),
-    "compaction_threshold": _compaction_threshold,
-    "deduplicationEnabled": _boolean,
-    "backlog_quota_map": _quota_map,
-}
