@@ -16,7 +16,6 @@ import random
 import signal
 import sqlite3
 import ssl
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,15 +43,13 @@ from magnetar.metadata.coordination import SessionEvent
 from magnetar.metadata.settings import MetadataSettings, SessionExpiredPolicy, StoreKind, sqlite_path
 from magnetar.metadata.settings import open_store as open_metadata_store
 from magnetar.metadata.sqlite import SqliteMetadataStore
-from magnetar.server.admin.lookup import BROKER_PORT, TLS_PORTS
 from magnetar.server.auth import SecurityContext, SecuritySettings
-from magnetar.server.auth.revalidate import PermissionWatcher
 from magnetar.server.auth.tls import CertReloader
-from magnetar.server.connection import ServerConnection
-from magnetar.server.handlers import Handler, dispatch_table
-from magnetar.server.http_limits import HttpConnectionReaper, limit_bad_request_logging
-from magnetar.server.limits import ConnectionLimiter
-from magnetar.server.web import web_app
+from magnetar.server.binary.listener import BinaryListener
+from magnetar.server.binary.revalidate import PermissionWatcher
+from magnetar.server.http.app import web_app
+from magnetar.server.http.limits import HttpConnectionReaper, limit_bad_request_logging
+from magnetar.server.http.lookup import BROKER_PORT, TLS_PORTS
 from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
 from magnetar.storage.faulty import FailingFsync, FaultPlan, FaultyLedgerStore
@@ -119,15 +116,13 @@ class Standalone:
         self._remote_producers = remote_producers
         self.coordinators: TransactionCoordinatorService | None = None
         self.clock = SystemClock()
-        self._connections: set[ServerConnection] = set()
-        self._connection_tasks: set[asyncio.Task[None]] = set()
         self.broker_port = settings.broker_port
         self.web_port = settings.web_port
         self.stop_requested = asyncio.Event()  # set by the process's signals, or a fatal condition
         self._closing_metadata: asyncio.Task[None] | None = None
         self.broker_port_tls = settings.security.broker_port_tls
         self.web_port_tls = settings.security.web_port_tls
-        self._servers: list[asyncio.Server] = []
+        self.binary: BinaryListener | None = None
         self._reloader: CertReloader | None = None
         self._permissions: PermissionWatcher | None = None
         self._reclaim: asyncio.Task[None] | None = None
@@ -157,51 +152,30 @@ class Standalone:
         # topics load lazily, on first use: nothing here walks them (a restart with many topics stays fast)
         log.info("recovery done: %d ledgers in storage", len(await self.store.list_ledgers()))
         self._arm_testing_faults()
-        handlers = dispatch_table()
-
-        limiter = ConnectionLimiter(s.broker.broker_max_connections, s.broker.broker_max_connections_per_ip)
-
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            peer = writer.get_extra_info("peername")
-            address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-            if not limiter.admit(address):
-                self.broker.connections.refused += 1
-                writer.close()
-                return
-            try:
-                await self._serve(reader, writer, handlers)
-            except asyncio.CancelledError:
-                pass  # stop() cancels connection tasks; asyncio's stream callback would log it as an error
-            finally:
-                limiter.release(address)
-
+        self.binary = BinaryListener(self.broker, self.clock, self.security)
         if s.broker_port is not None:
-            self.broker_port = await self._listen(serve, s.broker_port, None, "brokerServicePort (--broker-port)")
-            self.server = self._servers[-1]  # the plain listener
+            self.broker_port = await self._listen(s.broker_port, None, "brokerServicePort (--broker-port)")
             self.security.broker_port = self.broker_port
         if self.security.tls is not None and self.broker_port_tls is not None:
-            self.broker_port_tls = await self._listen(serve, self.broker_port_tls, self.security.tls,
-                                                      "brokerServicePortTls")
+            self.broker_port_tls = await self._listen(self.broker_port_tls, self.security.tls, "brokerServicePortTls")
             self.security.broker_port_tls = self.broker_port_tls
         await self._start_web()
         if self.security.tls is not None:
             self._reloader = CertReloader(self.security.tls, s.security)
             self._reloader.start()
         if self.security.authz is not None:
-            self._permissions = PermissionWatcher(self.security.authz, lambda: self._connections)
+            binary = self.binary
+            self._permissions = PermissionWatcher(self.security.authz, lambda: binary.connections)
             self._permissions.start(self.metadata)
         self._log_ready()
 
-    async def _listen(
-        self, serve: Callable[..., Awaitable[None]], port: int, tls: ssl.SSLContext | None, setting: str
-    ) -> int:
+    async def _listen(self, port: int, tls: ssl.SSLContext | None, setting: str) -> int:
+        assert self.binary is not None
         address = self.settings.bind_address
         try:
-            server = await asyncio.start_server(serve, address, port, limit=1024 * 1024, ssl=tls)
+            return await self.binary.listen(address, port, tls)
         except OSError as exc:
             raise _cannot_listen("broker", address, port, setting, exc) from exc
-        self._servers.append(server)
-        return int(server.sockets[0].getsockname()[1])
 
     async def _start_web(self) -> None:
         s = self.settings
@@ -365,34 +339,13 @@ class Standalone:
             self.broker.compaction.use_two_phase_deletion(service.queue, self.ledgers, self.metadata)
         self._reclaim = asyncio.get_running_loop().create_task(service.reclaim_orphans(self.metadata))
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     handlers: dict[int, Handler]) -> None:
-        conn = ServerConnection(reader, writer, self.broker, handlers, self.clock, self.security)
-        self._connections.add(conn)
-        self.broker.connections.created += 1
-        task = asyncio.current_task()
-        if task is not None:
-            self._connection_tasks.add(task)
-        try:
-            await conn.run()
-        finally:
-            self.broker.connections.closed += 1
-            self._connections.discard(conn)
-            if task is not None:
-                self._connection_tasks.discard(task)
-
     async def stop(self) -> None:
-        log.info("stopping: closing %d connections", len(self._connections))
-        for server in self._servers:
-            server.close()
+        if self.binary is not None:
+            await self.binary.stop()
         if self._reloader is not None:
             await self._reloader.stop()
         if self._permissions is not None:
             await self._permissions.stop()
-        for conn in list(self._connections):
-            await conn.close()
-        for task in list(self._connection_tasks):
-            task.cancel()
         if self._reclaim is not None:
             self._reclaim.cancel()
         if getattr(self, "broker", None) is not None and self.broker.ledger_deletion is not None:

@@ -135,7 +135,7 @@ async def test_dedup_state_is_rebuilt_after_an_unclean_restart(tmp_path) -> None
     for _ in range(5):
         await peer.expect(T.SEND_RECEIPT)
     await peer.close()
-    first.server.close()  # "crash": the stores keep what was written, nothing is closed or flushed
+    first.binary.servers[0].close()  # "crash": the stores keep what was written, nothing closed or flushed
 
     second = Standalone(settings, metadata=metadata, store=store)
     await second.start()

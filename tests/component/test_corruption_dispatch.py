@@ -14,7 +14,7 @@ from magnetar import protocol as proto
 from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import TopicName
-from magnetar.server.metrics import broker_registry
+from magnetar.server.metrics.registry import broker_registry
 from magnetar.server.standalone import Standalone, StandaloneSettings
 from tests.component.wire import T, WirePeer
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from magnetar import protocol as proto
 from magnetar.broker.authorization import AuthAction
@@ -25,13 +25,27 @@ from magnetar.server.auth.provider import Credentials, Identity
 from magnetar.server.auth.service import CONNECT_FAILURE_MESSAGE
 from magnetar.server.auth.tls import peer_certificate
 
-if TYPE_CHECKING:
-    from magnetar.server.connection import ServerConnection
-
 log = logging.getLogger("magnetar.server.auth")
 
 REFRESH_MARKER = b"PulsarAuthRefresh"
 NO_REQUEST_ID = 2**64 - 1  # Pulsar answers a refused CONNECT with request id -1
+
+
+class AuthPeer(Protocol):
+    """What authentication needs of a binary connection (the server's connection has it)."""
+
+    @property
+    def remote_address(self) -> str: ...
+
+    @property
+    def protocol_version(self) -> int: ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    def send_frame(self, frame: bytes) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class AuthenticationRefused(proto.PeerProtocolError):
@@ -55,7 +69,7 @@ class ConnectionAuth:
 
     # ---- authentication --------------------------------------------------------------------------------
 
-    def on_connect(self, conn: ServerConnection, c: proto.pb.CommandConnect) -> None:
+    def on_connect(self, conn: AuthPeer, c: proto.pb.CommandConnect) -> None:
         authn = self.security.authn
         if authn is None:
             return
@@ -73,7 +87,7 @@ class ConnectionAuth:
         if self.identity.expires_at_ms is not None and interval_s > 0:
             self._task = asyncio.get_running_loop().create_task(self._refresh_loop(conn, interval_s))
 
-    async def _refresh_loop(self, conn: ServerConnection, interval_s: float) -> None:
+    async def _refresh_loop(self, conn: AuthPeer, interval_s: float) -> None:
         while conn.is_open:
             await asyncio.sleep(interval_s)
             identity = self.identity
@@ -93,7 +107,7 @@ class ConnectionAuth:
             challenge.authChallenge.challenge.auth_data = REFRESH_MARKER
             conn.send_frame(proto.encode_command(challenge))
 
-    def on_auth_response(self, conn: ServerConnection, r: proto.pb.CommandAuthResponse) -> None:
+    def on_auth_response(self, conn: AuthPeer, r: proto.pb.CommandAuthResponse) -> None:
         authn, old = self.security.authn, self.identity
         if authn is None or old is None:
             return
@@ -115,7 +129,7 @@ class ConnectionAuth:
         self._refresh_pending = False
         log.info("authentication refreshed for role %r from %s", fresh.role, conn.remote_address)
 
-    def _close(self, conn: ServerConnection) -> None:
+    def _close(self, conn: AuthPeer) -> None:
         if self._closing is None:
             self._closing = asyncio.get_running_loop().create_task(conn.close())
 

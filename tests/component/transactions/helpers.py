@@ -89,8 +89,8 @@ async def start_broker(tmp_path: Path, metadata: MemoryMetadataStore, store: Mem
 
 def crash(sa: Standalone) -> None:
     """Stop serving without closing or flushing anything: the stores keep exactly what was written."""
-    sa.server.close()
-    sa.broker.closing = True
+    sa.binary.servers[0].close()
+    sa.broker.registry.shutting_down = True
 
 
 @asynccontextmanager

@@ -7,7 +7,7 @@ import pytest
 from magnetar.broker import errors
 from magnetar.broker.admin.stats import RateTracker
 from magnetar.cli.admin import base as admin_cli
-from magnetar.server.admin.routes import status_of
+from magnetar.server.http.routes import status_of
 
 
 class ManualClock:

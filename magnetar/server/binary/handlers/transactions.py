@@ -1,0 +1,106 @@
+"""Transaction-coordinator commands: TC_CLIENT_CONNECT_REQUEST, NEW_TXN, ADD_PARTITION_TO_TXN,
+ADD_SUBSCRIPTION_TO_TXN, END_TXN.
+
+Each is answered with its own ``*_RESPONSE`` (an error code and message on failure, as the Java client
+expects), never a generic ERROR, and a failure leaves the connection usable. The coordinator writes its log
+before any of these answers. With transactions disabled every command gets TransactionCoordinatorNotFound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from magnetar import protocol as proto
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.transactions.api import CoordinatorNotFound, TxnAction, TxnError, TxnId
+from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
+from magnetar.server.binary.session import Handler, Session
+
+T = proto.pb.BaseCommand
+TxnWork = Callable[[TransactionCoordinatorService], Awaitable[TxnId | None]]
+
+
+def _bits(txn: TxnId | None) -> tuple[int, int] | None:
+    return None if txn is None else (txn.most, txn.least)
+
+
+async def _answer(conn: Session, request_type: int, request_id: int, txn: TxnId | None,
+                  work: TxnWork) -> None:
+    """Run ``work`` against the coordinators and answer with ``request_type``'s response."""
+    service = conn.broker.txn_coordinators
+    try:
+        if service is None:
+            raise CoordinatorNotFound("Transaction coordinator is not enabled on this broker "
+                                      "(transactionCoordinatorEnabled=false)")
+        result = await work(service)
+    except BrokerError as exc:
+        reply = proto.txn_commands.txn_response(
+            request_type, request_id, _bits(txn), code=exc.server_error, message=str(exc) or type(exc).__name__
+        )
+    else:
+        reply = proto.txn_commands.txn_response(request_type, request_id, _bits(result or txn))
+    conn.send_frame(proto.encode_command(reply))
+
+
+def _txn_of(sub: proto.pb.CommandAddPartitionToTxn | proto.pb.CommandAddSubscriptionToTxn
+            | proto.pb.CommandEndTxn) -> TxnId:
+    return TxnId(sub.txnid_most_bits, sub.txnid_least_bits)
+
+
+def on_tc_client_connect(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -> Awaitable[None]:
+    req = cmd.tcClientConnectRequest
+
+    async def work(service: TransactionCoordinatorService) -> None:
+        service.connect(req.tc_id)
+
+    return _answer(conn, T.TC_CLIENT_CONNECT_REQUEST, req.request_id, None, work)
+
+
+def on_new_txn(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -> Awaitable[None]:
+    req = cmd.newTxn
+
+    async def work(service: TransactionCoordinatorService) -> TxnId:
+        return await service.new_txn(req.tc_id, req.txn_ttl_seconds)  # milliseconds, as Java sends it
+
+    return _answer(conn, T.NEW_TXN, req.request_id, None, work)
+
+
+def on_add_partition(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -> Awaitable[None]:
+    req = cmd.addPartitionToTxn
+    txn = _txn_of(req)
+
+    async def work(service: TransactionCoordinatorService) -> None:
+        await service.add_partitions(txn, list(req.partitions))
+
+    return _answer(conn, T.ADD_PARTITION_TO_TXN, req.request_id, txn, work)
+
+
+def on_add_subscription(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -> Awaitable[None]:
+    req = cmd.addSubscriptionToTxn
+    txn = _txn_of(req)
+
+    async def work(service: TransactionCoordinatorService) -> None:
+        await service.add_subscriptions(txn, [(s.topic, s.subscription) for s in req.subscription])
+
+    return _answer(conn, T.ADD_SUBSCRIPTION_TO_TXN, req.request_id, txn, work)
+
+
+def on_end_txn(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -> Awaitable[None]:
+    req = cmd.endTxn
+    txn = _txn_of(req)
+
+    async def work(service: TransactionCoordinatorService) -> None:
+        if not req.HasField("txn_action") or int(req.txn_action) not in (0, 1):
+            raise TxnError(f"END_TXN for {txn} needs txn_action COMMIT or ABORT")
+        await service.end_txn(txn, TxnAction(req.txn_action))
+
+    return _answer(conn, T.END_TXN, req.request_id, txn, work)
+
+
+HANDLERS: dict[int, Handler] = {
+    T.TC_CLIENT_CONNECT_REQUEST: on_tc_client_connect,
+    T.NEW_TXN: on_new_txn,
+    T.ADD_PARTITION_TO_TXN: on_add_partition,
+    T.ADD_SUBSCRIPTION_TO_TXN: on_add_subscription,
+    T.END_TXN: on_end_txn,
+}

@@ -1,0 +1,88 @@
+"""Admin routes for PIP-160's runtime switch: read and change the batching of the coordinator logs and of
+the pending-ack logs (the seed proposes them; Pulsar never built them). A change is stored as dynamic
+configuration (it survives a restart) and applies to every running log at its next write; ``GET`` also
+reports what the writers of each family have written so far.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.broker.errors import InvalidRequest
+from magnetar.broker.service import BrokerService
+from magnetar.broker.transactions.batching import BatchedLogSwitch, LogFamily
+from magnetar.server.http.routes import Route, int_value, json_body, ok
+
+BASE = "/admin/v3/transactions/batchedLog"
+#: path segment and JSON name of each family
+FAMILY_NAMES = {LogFamily.TRANSACTION_LOG: "transactionLog", LogFamily.PENDING_ACK: "pendingAckLog"}
+#: JSON field -> BatchingConfig field, with Pulsar's key suffixes as names
+FIELDS = {"maxRecords": "max_records", "maxSize": "max_bytes", "maxDelayInMillis": "max_delay_ms"}
+SETTING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "enabled": {"type": "boolean"},
+        **{name: {"type": "integer", "minimum": 0} for name in FIELDS},
+    },
+    "additionalProperties": False,
+}
+STATUS_SCHEMA: dict[str, Any] = {"type": "object"}
+
+
+def describe(switch: BatchedLogSwitch, family: LogFamily) -> dict[str, Any]:
+    config = switch.configs[family]
+    metrics = switch.metrics[family]
+    return {
+        "enabled": config.enabled,
+        **{name: getattr(config, attr) for name, attr in FIELDS.items()},
+        "entriesWritten": metrics.entries_written,
+        "recordsWritten": metrics.records_written,
+        "flushTriggers": {trigger.value: count for trigger, count in metrics.triggers.items()},
+    }
+
+
+def changes_from(body: Any) -> dict[str, object]:
+    if not isinstance(body, dict):
+        raise InvalidRequest("The body must be a JSON object")
+    unknown = set(body) - {"enabled", *FIELDS}
+    if unknown:
+        raise InvalidRequest(f"Unknown fields: {sorted(unknown)}")
+    changes: dict[str, object] = {}
+    if "enabled" in body:
+        if not isinstance(body["enabled"], bool):
+            raise InvalidRequest("enabled must be true or false")
+        changes["enabled"] = body["enabled"]
+    for name, attr in FIELDS.items():
+        if name in body:
+            changes[attr] = int_value(body[name], name, 0, 2**31 - 1)
+    return changes
+
+
+def batched_log_routes(broker: BrokerService) -> list[Route]:
+    switch = broker.txn_log_batching
+
+    async def status(_: web.Request) -> web.Response:
+        return ok({FAMILY_NAMES[f]: describe(switch, f) for f in LogFamily})
+
+    def setter(family: LogFamily) -> Route:
+        async def update(req: web.Request) -> web.Response:
+            await switch.update(family, **changes_from(await json_body(req, required=True)))
+            return ok(describe(switch, family))
+
+        return Route(
+            "POST", f"{BASE}/{FAMILY_NAMES[family]}", update,
+            f"Change the batching of the {FAMILY_NAMES[family]} (PIP-160): stored, and every log switches at "
+            "its next write",
+            "transactions", result=STATUS_SCHEMA, body=SETTING_SCHEMA, body_required=True,
+        )
+
+    return [
+        Route("GET", BASE, status, "Batching settings and writer counts of both transaction log families",
+              "transactions", result=STATUS_SCHEMA),
+        *(setter(family) for family in LogFamily),
+    ]
+
+
+__all__ = ["BASE", "batched_log_routes"]
