@@ -68,7 +68,7 @@ def _timed_future(owner: Any, attr: str, span: str) -> None:
 def _timed_answer() -> None:
     """The coordinator's commands, named by their type (NEW_TXN, ADD_PARTITION_TO_TXN, ..., END_TXN)."""
     from magnetar.protocol import pb
-    from magnetar.server.handlers import transactions
+    from magnetar.server.binary.handlers import transactions
 
     original = transactions._answer
 
@@ -93,7 +93,7 @@ def install_probes() -> None:
     from magnetar.ledger.cursor import ManagedCursor
     from magnetar.ledger.managed import ManagedLedgerImpl
     from magnetar.metadata.sqlite import SqliteMetadataStore
-    from magnetar.server.handlers import txn_topic
+    from magnetar.server.binary.handlers import txn_topic
 
     _timed_answer()
     _timed_coroutine(txn_topic, "on_txn_ack", "wire ACK (in a txn)")

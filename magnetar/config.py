@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from magnetar.app.settings import StandaloneSettings
 from magnetar.broker.cluster.listeners import parse_listeners
 from magnetar.broker.config import MIB, BrokerConfig
 from magnetar.broker.transactions.batching import LogFamily
@@ -24,7 +25,6 @@ from magnetar.core import crashpoints
 from magnetar.ledger.api import ManagedLedgerConfig
 from magnetar.metadata.settings import MetadataSettings, SessionExpiredPolicy, check_url
 from magnetar.server.auth.settings import SecuritySettings
-from magnetar.server.standalone import StandaloneSettings
 from magnetar.storage.objectstore.settings import LedgerStoreConfig, parse_ledger_store_url
 from magnetar.storage.offload.api import OffloadSettings
 from magnetar.storage.offload.profile import ProfileError, apply_profile, parse_profile

@@ -246,8 +246,8 @@ def _default_text(value: object) -> str:
 
 def defaults() -> dict[str, str]:
     """Each key's default as the reference prints it (in the key's own unit)."""
+    from magnetar.app.settings import StandaloneSettings
     from magnetar.config import key_targets
-    from magnetar.server.standalone import StandaloneSettings
 
     settings = StandaloneSettings()
     broker = settings.broker

@@ -15,9 +15,10 @@ import sys
 from collections.abc import Coroutine
 from pathlib import Path
 
+from magnetar.app.settings import StandaloneSettings
+from magnetar.app.standalone import StartupError, run_standalone
 from magnetar.client.remote import RemoteProducers
 from magnetar.config import ConfigError, build_settings, parse_overrides, port_number, read_file
-from magnetar.server.standalone import StandaloneSettings, StartupError, run_standalone
 
 __all__ = ["add_standalone_parser", "run_standalone_command"]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from magnetar import protocol as proto
+from magnetar.app.standalone import Standalone
 from magnetar.broker.names import TopicName
-from magnetar.server.standalone import Standalone
 from tests.component.wire import T, WirePeer
 
 
@@ -119,8 +119,8 @@ async def test_checksum_error_fails_only_that_message(standalone: Standalone) ->
 
 async def test_dedup_state_is_rebuilt_after_an_unclean_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The broker dies without closing anything; a resend after restart is still recognised."""
+    from magnetar.app.standalone import StandaloneSettings
     from magnetar.metadata.memory import MemoryMetadataStore
-    from magnetar.server.standalone import StandaloneSettings
     from magnetar.storage.memory import MemoryLedgerStore
 
     metadata, store = MemoryMetadataStore(), MemoryLedgerStore()

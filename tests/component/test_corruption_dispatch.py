@@ -11,11 +11,12 @@ import pytest
 from prometheus_client import generate_latest
 
 from magnetar import protocol as proto
+from magnetar.app.settings import StandaloneSettings
+from magnetar.app.standalone import Standalone
 from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import TopicName
 from magnetar.server.metrics.registry import broker_registry
-from magnetar.server.standalone import Standalone, StandaloneSettings
 from tests.component.wire import T, WirePeer
 
 WAIT_S = 10.0

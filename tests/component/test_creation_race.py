@@ -8,40 +8,13 @@ both creations are create-if-absent writes, and each re-checks the other's recor
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
-
-from magnetar.broker.config import BrokerConfig
-from magnetar.broker.deletion.config import DeletionConfig
+from magnetar.app.standalone import Standalone
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.names import TopicName
-from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.server.standalone import Standalone, StandaloneSettings
-from magnetar.storage.memory import MemoryLedgerStore
 from tests.sim.world import let_turns_pass
 
 TRIES = 30
-# each broker's own ledger-deletion topic would live in the one shared store: delete ledgers directly
-ONE_PHASE_DELETION = BrokerConfig(ledger_deletion=DeletionConfig(enabled=False))
-
-
-@pytest.fixture
-async def two_brokers(tmp_path: Path) -> AsyncIterator[tuple[Standalone, Standalone]]:
-    metadata, store = MemoryMetadataStore(), MemoryLedgerStore()
-    brokers = []
-    for name in ("a", "b"):
-        settings = StandaloneSettings(data_dir=tmp_path / name, bind_address="127.0.0.1", broker_port=0, web_port=0,
-                                      broker=ONE_PHASE_DELETION)
-        broker = Standalone(settings, metadata=metadata, store=store)
-        await broker.start()
-        brokers.append(broker)
-    try:
-        yield brokers[0], brokers[1]
-    finally:
-        for broker in brokers:
-            await broker.stop()
 
 
 async def _plain(sa: Standalone, topic: TopicName) -> bool:

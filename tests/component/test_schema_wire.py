@@ -7,7 +7,7 @@ import json
 import struct
 
 from magnetar import protocol as proto
-from magnetar.server.standalone import Standalone
+from magnetar.app.standalone import Standalone
 from tests.component.wire import T, WirePeer
 
 TOPIC = "persistent://public/default/wire-schema"

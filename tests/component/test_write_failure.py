@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from magnetar import protocol as proto
+from magnetar.app.settings import StandaloneSettings
+from magnetar.app.standalone import Standalone
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.server.standalone import Standalone, StandaloneSettings
 from magnetar.storage.api import StorageIOError
 from magnetar.storage.memory import MemoryLedgerStore
 from tests.component.wire import T, WirePeer

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from magnetar.app.settings import StandaloneSettings
 from magnetar.config import ConfigError, build_settings, parse_overrides, read_file
-from magnetar.server.standalone import StandaloneSettings
 
 
 def test_properties_file_with_comments_and_pulsar_names(tmp_path: Path) -> None:

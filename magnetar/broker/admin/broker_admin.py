@@ -1,4 +1,4 @@
-"""Admin operations over the broker service: clusters, tenants, namespaces and their policies, topics.
+"""Admin operations over the broker's parts: clusters, tenants, namespaces and their policies, topics.
 
 This is what Pulsar's admin REST resources do, as plain async methods that raise the broker's errors
 (``NotFound``, ``Conflict``, ``PreconditionFailed``, ``InvalidRequest``...); the HTTP layer maps them to
@@ -28,8 +28,8 @@ from magnetar.broker.errors import (
     TopicNotFound,
 )
 from magnetar.broker.names import PARTITION_SUFFIX, NamespaceName, TopicName, valid_segment
+from magnetar.broker.parts import Broker
 from magnetar.broker.registry.catalog import namespace_key
-from magnetar.broker.service import BrokerService
 from magnetar.broker.topic.persistent import TERMINATED_PROPERTY, PersistentTopic
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
 from magnetar.ledger.api import ManagedLedgerError, Position
@@ -54,7 +54,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
 class BrokerAdmin:
     """Admin operations; one instance per broker, shared by every HTTP request."""
 
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.catalog = broker.catalog
         self.registry = broker.registry

@@ -26,7 +26,7 @@ from magnetar.broker.topic.producer import Producer
 from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.txn_stats import topic_counts
 from magnetar.core.clock import Clock
-from magnetar.ledger.api import LedgerSummary, OffloadReadHealth, Position
+from magnetar.ledger.api import LedgerSummary, ManagedLedger, OffloadReadHealth, Position
 
 RATE_WINDOW_MS = 10_000  # a rate covers the last 10 s, whoever asks and however often
 RATE_SAMPLE_MS = 1_000  # one remembered sample per key per second, at most

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -101,7 +101,7 @@ class OffloadBroker(Protocol):
     @property
     def ledgers(self) -> ManagedLedgerFactory: ...
 
-    def loaded_topics(self) -> list[tuple[NamespaceName, LoadedTopic]]: ...
+    def loaded_topics(self) -> Sequence[tuple[NamespaceName, LoadedTopic]]: ...
 
     async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]: ...
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -169,7 +169,7 @@ class RetentionTopics(Protocol):
     @property
     def metadata(self) -> md.MetadataStore: ...
 
-    def loaded_topics(self) -> list[tuple[NamespaceName, ExpiringTopic]]: ...
+    def loaded_topics(self) -> Sequence[tuple[NamespaceName, ExpiringTopic]]: ...
 
 
 SleepS = Callable[[float], Awaitable[None]]

@@ -5,6 +5,7 @@ over a producer-blocking quota (they reconnect and meet the check, as Pulsar's q
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from magnetar import protocol as proto
@@ -61,7 +62,7 @@ class PolicyBroker(Protocol):
     @property
     def clock(self) -> Clock: ...
 
-    def quota_topics(self) -> list[QuotaTopic]: ...
+    def quota_topics(self) -> Sequence[QuotaTopic]: ...
 
 
 def topic_backlog_bytes(topic: QuotaTopic) -> int:

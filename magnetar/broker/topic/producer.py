@@ -113,3 +113,16 @@ class Producer:
         if self._in_flight:
             await asyncio.gather(*(i.future for i in list(self._in_flight)), return_exceptions=True)
         self._answer_completed()
+
+
+class ProducerNames:
+    """Names for producers that did not choose one: ``{cluster}-0-{n}``, as Pulsar's standalone names them."""
+
+    def __init__(self, cluster: str) -> None:
+        self._cluster = cluster
+        self._next = 0
+
+    def next(self) -> str:
+        name = f"{self._cluster}-0-{self._next}"
+        self._next += 1
+        return name

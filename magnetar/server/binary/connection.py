@@ -16,7 +16,7 @@ from collections.abc import Awaitable
 
 from magnetar import protocol as proto
 from magnetar.broker.errors import BrokerError, NotAllowed, TooManyRequests
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.broker.subscription.consumer import Consumer
 from magnetar.broker.topic.producer import Producer
 from magnetar.core.clock import Clock
@@ -56,7 +56,7 @@ class ServerConnection:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        broker: BrokerService,
+        broker: Broker,
         handlers: dict[int, Handler],
         clock: Clock,
         security: SecurityContext | None = None,

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import ssl
 
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.core.clock import Clock
 from magnetar.server.auth import SecurityContext
 from magnetar.server.binary.connection import ServerConnection
@@ -27,7 +27,7 @@ READ_BUFFER_BYTES = 1024 * 1024
 
 
 class BinaryListener:
-    def __init__(self, broker: BrokerService, clock: Clock, security: SecurityContext) -> None:
+    def __init__(self, broker: Broker, clock: Clock, security: SecurityContext) -> None:
         self._broker = broker
         self._clock = clock
         self._security = security

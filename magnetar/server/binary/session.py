@@ -14,7 +14,7 @@ from typing import Protocol
 
 from magnetar import protocol as proto
 from magnetar.broker.endpoint import Endpoint
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.broker.subscription.consumer import Consumer
 from magnetar.broker.topic.producer import Producer
 from magnetar.core.clock import Clock
@@ -23,7 +23,7 @@ from magnetar.server.auth import ConnectionAuth
 
 class Session(Endpoint, Protocol):
     @property
-    def broker(self) -> BrokerService: ...
+    def broker(self) -> Broker: ...
 
     @property
     def auth(self) -> ConnectionAuth: ...

@@ -10,7 +10,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from magnetar.broker.admin.stats import RateTracker
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.server.auth import SecurityContext
 from magnetar.server.auth.http import auth_middleware
 from magnetar.server.http.admin import add_admin_routes, error_middleware
@@ -20,7 +20,7 @@ from magnetar.server.metrics.registry import broker_registry
 REQUEST_BYTES_MAX = BODY_BYTES_MAX
 
 
-def web_app(broker: BrokerService, security: SecurityContext | None = None) -> web.Application:
+def web_app(broker: Broker, security: SecurityContext | None = None) -> web.Application:
     rates = RateTracker(broker.clock)
     registry = broker_registry(broker, RateTracker(broker.clock))
     middlewares: list[Middleware] = [error_middleware]

@@ -12,7 +12,7 @@ from aiohttp import web
 from magnetar.broker.admin.broker_admin import parse_topic
 from magnetar.broker.cluster.ownership import BrokerUrls
 from magnetar.broker.errors import InvalidRequest
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.server.http.routes import Route, match, ok
 
 #: the binary protocol's bound port, set by the process that serves both (it is known only after binding)
@@ -40,7 +40,7 @@ def here(advertised_address: str | None, req: web.Request) -> BrokerUrls:
     )
 
 
-def lookup_routes(broker: BrokerService) -> list[Route]:
+def lookup_routes(broker: Broker) -> list[Route]:
     async def lookup(req: web.Request) -> web.Response:
         domain = match(req, "domain")
         if domain not in ("persistent", "non-persistent"):

@@ -11,8 +11,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from magnetar.broker.admin.stats import RateTracker
+from magnetar.broker.parts import Broker
 from magnetar.broker.policies.service import topic_backlog_bytes
-from magnetar.broker.service import BrokerService
 
 NS_LABELS = ["cluster", "namespace"]
 ML_GAUGES = {
@@ -30,7 +30,7 @@ _NOT_SUMMED = ("pulsar_producer_", "pulsar_consumer_")
 
 
 class ConnectionAndLedgerCollector(Collector):
-    def __init__(self, broker: BrokerService, rates: RateTracker) -> None:
+    def __init__(self, broker: Broker, rates: RateTracker) -> None:
         self._broker = broker
         self._rates = rates
 
@@ -97,7 +97,7 @@ class NamespaceLevel(Collector):
             yield out
 
 
-def add_non_persistent(broker: BrokerService, rates: RateTracker, cluster: str,
+def add_non_persistent(broker: Broker, rates: RateTracker, cluster: str,
                        gauges: dict[str, GaugeMetricFamily], counters: dict[str, CounterMetricFamily]) -> int:
     """Non-persistent topics in the per-topic families (nothing stored: no storage or backlog values).
     Returns how many were added."""

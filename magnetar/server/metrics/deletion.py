@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 
 PREFIX = "pulsar_ledger_deletion"
 
 
 class DeletionCollector(Collector):
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def collect(self) -> Iterator[Metric]:

@@ -6,7 +6,7 @@ from prometheus_client import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
 from magnetar.broker.admin.stats import RateTracker
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.server.metrics.broker import ConnectionAndLedgerCollector, NamespaceLevel
 from magnetar.server.metrics.deletion import DeletionCollector
 from magnetar.server.metrics.replicated_subscriptions import ReplicatedSubscriptionsCollector
@@ -17,7 +17,7 @@ from magnetar.server.metrics.txn_log import BufferedWriterCollector
 from magnetar.server.metrics.txn_topic import TxnTopicCollector
 
 
-def broker_registry(broker: BrokerService, rates: RateTracker) -> CollectorRegistry:
+def broker_registry(broker: Broker, rates: RateTracker) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     topics = BrokerCollector(broker, rates)
     registry.register(topics if broker.config.expose_topic_level_metrics else NamespaceLevel(topics))

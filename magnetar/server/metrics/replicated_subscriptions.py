@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 
 
 class ReplicatedSubscriptionsCollector(Collector):
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def collect(self) -> Iterator[Metric]:

@@ -12,8 +12,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from magnetar.broker.admin.stats import RateTracker
+from magnetar.broker.parts import Broker
 from magnetar.broker.replication.stats import replication_stats
-from magnetar.broker.service import BrokerService
 
 LABELS = ["cluster", "namespace", "topic", "remote_cluster"]
 #: metric name -> (ReplicatorStats field, help)
@@ -30,7 +30,7 @@ GAUGES = {
 
 
 class ReplicationCollector(Collector):
-    def __init__(self, broker: BrokerService, rates: RateTracker) -> None:
+    def __init__(self, broker: Broker, rates: RateTracker) -> None:
         self._broker = broker
         self._rates = rates
 

@@ -16,8 +16,8 @@ from prometheus_client.registry import Collector
 from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.compaction import compacted_of, metric_values
 from magnetar.broker.compaction.service import METRICS as COMPACTION_METRICS
+from magnetar.broker.parts import Broker
 from magnetar.broker.policies.service import topic_backlog_bytes
-from magnetar.broker.service import BrokerService
 from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.server.metrics.broker import add_non_persistent
@@ -66,7 +66,7 @@ SUB_GAUGES = {
 
 
 class BrokerCollector(Collector):
-    def __init__(self, broker: BrokerService, rates: RateTracker) -> None:
+    def __init__(self, broker: Broker, rates: RateTracker) -> None:
         self._broker = broker
         self._rates = rates
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 
 LABELS = ["cluster", "coordinator_id"]
@@ -22,7 +22,7 @@ COUNTERS: dict[str, tuple[str, Callable[[TransactionCoordinator], int]]] = {
 
 
 class CoordinatorCollector(Collector):
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def collect(self) -> Iterator[Metric]:

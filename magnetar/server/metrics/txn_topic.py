@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.listener import transactions_of
 
@@ -24,7 +24,7 @@ SUB_LABELS = [*TOPIC_LABELS, "subscription"]
 
 
 class TxnTopicCollector(Collector):
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def collect(self) -> Iterator[Metric]:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from magnetar import protocol as proto
+from magnetar.app.broker import build_broker, start_broker, stop_broker
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import TopicName
-from magnetar.broker.service import BrokerService
 from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import (
     EntryCorruptedError,
@@ -165,8 +165,8 @@ async def test_retention_trims_consumed_ledgers_and_ttl_expires_old_backlog() ->
     factory = LedgerFactory(store, metadata, config=ml_config, clock=clock)
     config = BrokerConfig(managed_ledger=ml_config, broker_deduplication_enabled=False,
                           retention_check_interval_seconds=0)
-    broker = BrokerService(config, metadata, factory, clock)
-    await broker.start()
+    broker = build_broker(config, metadata, factory, clock)
+    await start_broker(broker)
     topic_name = TopicName.parse("persistent://public/default/retained")
     topic = await broker.registry.get(topic_name, create=True)
     fast = await topic.ledger.open_cursor("fast", InitialPosition.EARLIEST)
@@ -194,5 +194,5 @@ async def test_retention_trims_consumed_ledgers_and_ttl_expires_old_backlog() ->
     assert [e.position for e in await reader.read_entries(10)] == positions[4:]
     keep = await topic.ledger.trim(RetentionPolicy(time_ms=-1, size_bytes=-1))  # infinite retention
     assert keep.trimmed == ()
-    await broker.close()
+    await stop_broker(broker)
     await factory.close()

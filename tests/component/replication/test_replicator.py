@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from magnetar import protocol as proto
+from magnetar.app.settings import StandaloneSettings
+from magnetar.app.standalone import Standalone
 from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.replication.api import ClusterData
@@ -21,7 +23,6 @@ from magnetar.client import Client
 from magnetar.client.remote import RemoteProducers
 from magnetar.ledger.api import Position
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.server.standalone import Standalone, StandaloneSettings
 from magnetar.storage.memory import MemoryLedgerStore
 
 WAIT_S = 10.0

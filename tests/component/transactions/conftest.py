@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from magnetar.app.standalone import Standalone
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.server.standalone import Standalone
 from magnetar.storage.memory import MemoryLedgerStore
 from tests.component.transactions.helpers import broker
 from tests.txn_fakes import FakeRegistry

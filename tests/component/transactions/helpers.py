@@ -9,9 +9,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from magnetar import protocol as proto
+from magnetar.app.settings import StandaloneSettings
+from magnetar.app.standalone import Standalone
 from magnetar.broker.transactions.api import TxnId
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.server.standalone import Standalone, StandaloneSettings
 from magnetar.storage.memory import MemoryLedgerStore
 from tests.component.wire import T, WirePeer
 from tests.txn_fakes import FakeRegistry

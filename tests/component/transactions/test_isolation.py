@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from magnetar import protocol as proto
+from magnetar.app.standalone import Standalone
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.protocol.server_errors import ServerErrorCode
-from magnetar.server.standalone import Standalone
 from tests.component.transactions.helpers import Producer, nothing_more, received, subscribe
 from tests.component.wire import T, WirePeer
 from tests.txn_fakes import FakeRegistry

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from magnetar import protocol as proto
+from magnetar.app.standalone import Standalone
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.ledger.api import Position
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.protocol.server_errors import ServerErrorCode
-from magnetar.server.standalone import Standalone
 from magnetar.storage.memory import MemoryLedgerStore
 from tests.component.transactions.helpers import (
     Producer,

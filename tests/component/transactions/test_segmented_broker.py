@@ -10,6 +10,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from magnetar.app.settings import StandaloneSettings
+from magnetar.app.standalone import Standalone
 from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import NamespaceName, TopicName
@@ -18,7 +20,6 @@ from magnetar.broker.transactions.segmented_snapshot import END, parse_key
 from magnetar.broker.transactions.snapshot import MetadataSnapshotStore
 from magnetar.broker.transactions.txn_stats import buffer_stats
 from magnetar.metadata.memory import MemoryMetadataStore
-from magnetar.server.standalone import Standalone, StandaloneSettings
 from magnetar.storage.memory import MemoryLedgerStore
 from tests.component.transactions.helpers import Producer, crash, nothing_more, received, subscribe
 from tests.component.wire import WirePeer

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from magnetar.app.settings import StandaloneSettings
+from magnetar.app.standalone import Standalone
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.transactions.api import TxnAction, TxnId
 from magnetar.client import Client, TransactionState, errors
 from magnetar.client.sync import Client as SyncClient
 from magnetar.metadata.memory import MemoryMetadataStore
 from magnetar.protocol import parse_entry_metadata, pb, txn_commands
-from magnetar.server.standalone import Standalone, StandaloneSettings
 from magnetar.storage.memory import MemoryLedgerStore
 from tests.component.transactions.fakes import FakeParticipants
 

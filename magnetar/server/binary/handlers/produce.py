@@ -19,7 +19,8 @@ T = proto.pb.BaseCommand
 
 def new_producer(conn: Session, req: proto.pb.CommandProducer, topic_name: TopicName) -> Producer:
     mode = AccessMode(req.producer_access_mode) if req.HasField("producer_access_mode") else AccessMode.SHARED
-    name = req.producer_name if req.HasField("producer_name") and req.producer_name else conn.broker.new_producer_name()
+    chosen = req.producer_name if req.HasField("producer_name") else ""
+    name = chosen or conn.broker.producer_names.next()
     config = conn.broker.config
     checked_name(name, "Producer", config.max_client_name_length)
     metadata = checked_metadata(req.metadata, "Producer", config.max_producer_metadata_size)

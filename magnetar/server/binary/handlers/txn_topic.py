@@ -1,7 +1,7 @@
 """The topic side of transactions on the wire: END_TXN_ON_PARTITION, END_TXN_ON_SUBSCRIPTION, and the
 transactional paths of SEND and ACK (the produce and consume handlers call in here).
 
-A transactional SEND or ACK is first checked with the coordinator (``BrokerService.txn_registry``: None
+A transactional SEND or ACK is first checked with the coordinator (``Broker.txn_registry``: None
 when transactions are disabled); a refusal is answered with the transaction error's wire code (SEND_ERROR,
 or ACK_RESPONSE with ``error``) and nothing is written. A SEND's txn id must match the one in its message
 metadata (the stored one, which recovery reads). Transactional acks are always answered with ACK_RESPONSE,

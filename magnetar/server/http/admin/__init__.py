@@ -8,7 +8,7 @@ from aiohttp import web
 
 from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.admin.stats import RateTracker
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.server.http.admin.brokers import broker_routes
 from magnetar.server.http.admin.deletion import deletion_routes
 from magnetar.server.http.admin.nonpersistent import non_persistent_routes
@@ -30,7 +30,7 @@ OPENAPI_PATH = "/admin/v2/openapi.json"
 __all__ = ["OPENAPI_PATH", "add_admin_routes", "admin_routes", "error_middleware"]
 
 
-def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
+def admin_routes(broker: Broker, rates: RateTracker) -> list[Route]:
     admin = BrokerAdmin(broker)
     return [*tenant_routes(admin, rates), *topic_routes(admin, rates), *batched_log_routes(broker),
             *permission_routes(admin), *coordinator_routes(broker), *schema_routes(broker.schemas),
@@ -39,7 +39,7 @@ def admin_routes(broker: BrokerService, rates: RateTracker) -> list[Route]:
             *broker_routes(admin), *namespace_policy_routes(admin), *topic_policy_routes(admin)]
 
 
-def add_admin_routes(app: web.Application, broker: BrokerService, rates: RateTracker) -> None:
+def add_admin_routes(app: web.Application, broker: Broker, rates: RateTracker) -> None:
     """Register every admin route (static paths first, so ``.../partitioned`` is not taken for a topic)."""
     routes = admin_routes(broker, rates)
     document = openapi_document(routes)

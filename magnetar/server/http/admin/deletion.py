@@ -12,7 +12,7 @@ from magnetar.broker.admin.broker_admin import parse_topic
 from magnetar.broker.deletion.messages import DeletionMessage, InvalidDeletionMessage, request_from_json
 from magnetar.broker.deletion.service import DeleteFailed, LedgerDeletionService, NoOffloadStore, Outcome
 from magnetar.broker.errors import Conflict, InvalidRequest, PreconditionFailed, ServiceNotReady
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.server.http.routes import Route, flag, int_value, json_body, match, no_content, ok
 
 STATS = "/admin/v2/broker-stats"
@@ -32,7 +32,7 @@ PAYLOAD: dict[str, Any] = {
 }
 
 
-def deletion_routes(broker: BrokerService) -> list[Route]:
+def deletion_routes(broker: Broker) -> list[Route]:
     def service() -> LedgerDeletionService:
         if broker.ledger_deletion is None:
             raise ServiceNotReady("two-phase ledger deletion is off (topicTwoPhaseDeletionEnabled=false)")

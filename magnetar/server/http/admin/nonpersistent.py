@@ -7,15 +7,15 @@ from aiohttp import web
 
 from magnetar.broker.admin.broker_admin import parse_namespace, parse_topic
 from magnetar.broker.errors import NotFound
+from magnetar.broker.parts import Broker
 from magnetar.broker.registry.catalog import PARTITIONS_MAX
-from magnetar.broker.service import BrokerService
 from magnetar.server.http.admin import openapi as s
 from magnetar.server.http.routes import Route, int_value, json_body, match, no_content, ok
 
 BASE = "/admin/v2/non-persistent/{tenant}/{namespace}"
 
 
-def non_persistent_routes(broker: BrokerService) -> list[Route]:
+def non_persistent_routes(broker: Broker) -> list[Route]:
     async def topics(req: web.Request) -> web.Response:
         ns = parse_namespace(match(req, "tenant"), match(req, "namespace"))
         if not await broker.catalog.namespace_exists(ns):

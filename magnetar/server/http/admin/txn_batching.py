@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.errors import InvalidRequest
-from magnetar.broker.service import BrokerService
+from magnetar.broker.parts import Broker
 from magnetar.broker.transactions.batching import BatchedLogSwitch, LogFamily
 from magnetar.server.http.routes import Route, int_value, json_body, ok
 
@@ -60,7 +60,7 @@ def changes_from(body: Any) -> dict[str, object]:
     return changes
 
 
-def batched_log_routes(broker: BrokerService) -> list[Route]:
+def batched_log_routes(broker: Broker) -> list[Route]:
     switch = broker.txn_log_batching
 
     async def status(_: web.Request) -> web.Response:

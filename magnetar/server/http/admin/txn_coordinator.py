@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
+from magnetar.broker.admin.stats import managed_ledger_internal_stats
 from magnetar.broker.errors import NotFound, ServiceNotReady
 from magnetar.broker.names import TopicName
-from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import managed_ledger_internal_stats
+from magnetar.broker.parts import Broker
 from magnetar.broker.transactions.api import CoordinatorNotFound, TransactionNotFound, TxnId
 from magnetar.broker.transactions.coordinator import TransactionCoordinator, TxnMeta
 from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
@@ -48,7 +48,7 @@ def coordinator_internal_stats(tc: TransactionCoordinator) -> dict[str, Any]:
                                     "managedLedgerInternalStats": managed_ledger_internal_stats(ledger)}}
 
 
-def transaction_metadata(broker: BrokerService, meta: TxnMeta) -> dict[str, Any]:
+def transaction_metadata(broker: Broker, meta: TxnMeta) -> dict[str, Any]:
     """Pulsar's TransactionMetadata: ``producedPartitions`` maps each partition to its buffer's view of the
     transaction (TransactionInBufferStats), ``ackedPartitions`` topic → subscription → its pending acks
     (TransactionInPendingAckStats); a topic not loaded has nothing of the transaction in memory (nulls)."""
@@ -72,12 +72,12 @@ def transaction_metadata(broker: BrokerService, meta: TxnMeta) -> dict[str, Any]
     }
 
 
-def _loaded_transactions(broker: BrokerService, topic: str) -> TopicTransactions | None:
+def _loaded_transactions(broker: Broker, topic: str) -> TopicTransactions | None:
     loaded = broker.registry.loaded.get(str(TopicName.parse(topic)))
     return transactions_of(loaded.txn) if loaded is not None else None
 
 
-def coordinator_routes(broker: BrokerService) -> list[Route]:
+def coordinator_routes(broker: Broker) -> list[Route]:
     def service() -> TransactionCoordinatorService:
         if broker.txn_coordinators is None:
             raise ServiceNotReady("Transaction coordinator is not enabled (transactionCoordinatorEnabled=false)")

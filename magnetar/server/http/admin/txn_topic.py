@@ -11,9 +11,9 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker.admin.broker_admin import BrokerAdmin, parse_topic
+from magnetar.broker.admin.stats import managed_ledger_internal_stats
 from magnetar.broker.errors import NotFound, ServiceNotReady, SubscriptionNotFound
 from magnetar.broker.names import TopicName
-from magnetar.broker.stats import managed_ledger_internal_stats
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.transactions.api import TxnId
 from magnetar.broker.transactions.listener import transactions_of

@@ -1,7 +1,8 @@
 """``magnetar standalone``: one process with embedded storage and metadata, the binary protocol server
 and the HTTP server, stopped cleanly by SIGTERM or SIGINT.
 
-This module assembles the layers; it holds no broker logic of its own.
+This module assembles the process: the stores, the broker's parts (``app/broker.py``), the coordinators and
+PIP-186's deletion service, then the network edges; it holds no broker logic of its own.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ import random
 import signal
 import sqlite3
 import ssl
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from aiohttp import web
 
+from magnetar.app.broker import build_broker, start_broker, stop_broker
+from magnetar.app.settings import StandaloneSettings
 from magnetar.broker.compaction.state import referenced_ledgers
-from magnetar.broker.config import BrokerConfig
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
+from magnetar.broker.parts import Broker
 from magnetar.broker.registry.catalog import POLICIES_PREFIX
 from magnetar.broker.replication.api import RemoteProducerFactory
-from magnetar.broker.service import BrokerService
 from magnetar.broker.transactions.api import TxnParticipants
 from magnetar.broker.transactions.batching import LogFamily
 from magnetar.broker.transactions.coordinator import EndPolicy
@@ -40,10 +40,10 @@ from magnetar.core.descriptors import raise_descriptor_limit, report_if_out_of_d
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.api import MetadataError, MetadataStore
 from magnetar.metadata.coordination import SessionEvent
-from magnetar.metadata.settings import MetadataSettings, SessionExpiredPolicy, StoreKind, sqlite_path
+from magnetar.metadata.settings import SessionExpiredPolicy, StoreKind, sqlite_path
 from magnetar.metadata.settings import open_store as open_metadata_store
 from magnetar.metadata.sqlite import SqliteMetadataStore
-from magnetar.server.auth import SecurityContext, SecuritySettings
+from magnetar.server.auth import SecurityContext
 from magnetar.server.auth.tls import CertReloader
 from magnetar.server.binary.listener import BinaryListener
 from magnetar.server.binary.revalidate import PermissionWatcher
@@ -54,7 +54,6 @@ from magnetar.storage.api import LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
 from magnetar.storage.faulty import FailingFsync, FaultPlan, FaultyLedgerStore
 from magnetar.storage.objectstore.opening import open_s3_ledger_store
-from magnetar.storage.objectstore.settings import LedgerStoreConfig
 from magnetar.storage.offload import BlockOffloadStore, OffloadError, OffloadSettings, open_offload_store
 
 log = logging.getLogger("magnetar.standalone")
@@ -74,23 +73,6 @@ def _cannot_listen(what: str, address: str, port: int, setting: str, exc: OSErro
     if exc.errno == errno.EADDRINUSE:
         return StartupError(f"{what} port {port} on {address} is already in use; set {setting} to a free port")
     return StartupError(f"cannot listen for {what} on {address}:{port} ({setting}): {_reason(exc)}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StandaloneSettings:
-    data_dir: Path = Path("data")
-    bind_address: str = "0.0.0.0"
-    broker_port: int | None = 6650  # None: no plain listener (TLS only)
-    web_port: int | None = 8080
-    journal_sync_data: bool = True
-    open_file_limit: int = 1024  # openFileLimit: sealed ledger files kept open between reads
-    storage_delete_failure_probability: float = 0.0  # tests only: storage deletes fail at random
-    fsync_failure_probability: float = 0.0  # tests only: ledger fsyncs fail with EIO at random
-    crash_points: str = ""  # tests only: the process SIGKILLs itself at these points (magnetar.core.crashpoints)
-    broker: BrokerConfig = field(default_factory=BrokerConfig)
-    security: SecuritySettings = field(default_factory=SecuritySettings)
-    metadata: MetadataSettings = field(default_factory=MetadataSettings)
-    ledger_store: LedgerStoreConfig = field(default_factory=LedgerStoreConfig)  # ledgerStoreUrl and friends
 
 
 class Standalone:
@@ -127,6 +109,7 @@ class Standalone:
         self._permissions: PermissionWatcher | None = None
         self._reclaim: asyncio.Task[None] | None = None
         self.http_reaper: HttpConnectionReaper | None = None
+        self._broker_built = False
 
     async def start(self) -> None:
         """Open the stores, recover, listen. A failure to start is a ``StartupError`` naming its setting."""
@@ -143,9 +126,10 @@ class Standalone:
         self.offload_store = await open_checked_offload_store(s.broker.offload)
         self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock,
                                      offload_store=self.offload_store)
-        self.broker = BrokerService(s.broker, self.metadata, self.ledgers, self.clock, store=self.store)
+        self.broker: Broker = build_broker(s.broker, self.metadata, self.ledgers, self.clock, store=self.store)
+        self._broker_built = True  # from here on, stop() stops it (whatever of it started)
         self.broker.replication.factory = self._remote_producers
-        await self.broker.start()
+        await start_broker(self.broker)
         await self._start_ledger_deletion()
         if s.broker.transaction_coordinator_enabled:
             await self._start_coordinators()
@@ -354,7 +338,9 @@ class Standalone:
             await self.http_reaper.stop()
         if self.coordinators is not None:
             await self.coordinators.close()
-        for name in ("runner", "broker", "ledgers", "store", "offload_store", "metadata"):
+        if self._broker_built:
+            await stop_broker(self.broker)
+        for name in ("runner", "ledgers", "store", "offload_store", "metadata"):
             part = getattr(self, name, None)
             if part is not None:
                 await (part.cleanup() if name == "runner" else part.close())
