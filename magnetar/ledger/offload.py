@@ -20,33 +20,57 @@ Knows nothing of policies or the broker: it does what it is asked, once.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from magnetar.ledger.api import LedgerOffload, LedgerSummary, ManagedLedgerError, OffloadReadError
-from magnetar.ledger.deletion import LedgerType, PendingDeleteLedger, context_of
+from magnetar.core.clock import Clock
+from magnetar.ledger.api import LedgerOffload, LedgerSummary, ManagedLedgerError, OffloadReadError, OffloadReadHealth
+from magnetar.ledger.deletion import DeletionQueue, LedgerType, PendingDeleteLedger, context_of
+from magnetar.ledger.ledger_list import LedgerList
 from magnetar.storage.api import EntryCorrupted, LedgerNotFound, LedgerStore, StorageError
 from magnetar.storage.offload.api import OffloadError, OffloadStore
 
-if TYPE_CHECKING:
-    from magnetar.ledger.managed import ManagedLedgerImpl
-
 log = logging.getLogger("magnetar.ledger.offload")
+
+
+class OffloadingLedger(Protocol):
+    """What an offload needs of its managed ledger (``ManagedLedgerImpl`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def ledger_list(self) -> LedgerList: ...
+
+    offload_store: OffloadStore | None
+    offload_lock: asyncio.Lock
+    offload_reads: OffloadReadHealth
+    deletion_queue: DeletionQueue | None
+
+    async def read_range(self, ledger_id: int, first_entry: int, last_entry: int) -> list[bytes]: ...
+
+    async def update_summary(self, summary: LedgerSummary) -> None: ...
+
+    async def delete_ledgers_quietly(self, ledger_ids: list[int]) -> None: ...
 
 
 class OffloadFailed(ManagedLedgerError):
     """An offload or a release did not happen; the message says why (the store's error is the cause)."""
 
 
-def _store(ml: ManagedLedgerImpl) -> OffloadStore:
+def _store(ml: OffloadingLedger) -> OffloadStore:
     store = ml.offload_store
     if store is None:
         raise OffloadFailed(f"{ml.name}: no offload store is configured (managedLedgerOffloadDriver)")
     return store
 
 
-def _sealed(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
+def _sealed(ml: OffloadingLedger, ledger_id: int) -> LedgerSummary:
     summary = ml.ledger_list.get(ledger_id)
     if summary is None:
         raise OffloadFailed(f"{ml.name}: no ledger {ledger_id}")
@@ -55,7 +79,7 @@ def _sealed(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
     return summary
 
 
-async def discard_copy(ml: ManagedLedgerImpl, offload: LedgerOffload) -> None:
+async def discard_copy(ml: OffloadingLedger, offload: LedgerOffload) -> None:
     """Delete one copy's objects (a failed or superseded attempt, a trimmed ledger): queued for two-phase
     deletion when a queue is set, else best effort here."""
     if ml.deletion_queue is not None:
@@ -75,12 +99,12 @@ async def discard_copy(ml: ManagedLedgerImpl, offload: LedgerOffload) -> None:
                     offload.context.ledger_id, exc)
 
 
-async def offload_ledger(ml: ManagedLedgerImpl, ledger_id: int, now_ms: int) -> LedgerSummary:
+async def offload_ledger(ml: OffloadingLedger, ledger_id: int, now_ms: int) -> LedgerSummary:
     async with ml.offload_lock:
         return await _offload_ledger(ml, ledger_id, now_ms)
 
 
-async def _offload_ledger(ml: ManagedLedgerImpl, ledger_id: int, now_ms: int) -> LedgerSummary:
+async def _offload_ledger(ml: OffloadingLedger, ledger_id: int, now_ms: int) -> LedgerSummary:
     store = _store(ml)
     summary = _sealed(ml, ledger_id)
     if summary.offload is not None and summary.offload.complete:
@@ -125,12 +149,12 @@ async def _offload_ledger(ml: ManagedLedgerImpl, ledger_id: int, now_ms: int) ->
     return result
 
 
-async def release_local(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
+async def release_local(ml: OffloadingLedger, ledger_id: int) -> LedgerSummary:
     async with ml.offload_lock:
         return await _release_local(ml, ledger_id)
 
 
-async def _release_local(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary:
+async def _release_local(ml: OffloadingLedger, ledger_id: int) -> LedgerSummary:
     store = _store(ml)
     summary = _sealed(ml, ledger_id)
     offload = summary.offload
@@ -153,7 +177,7 @@ async def _release_local(ml: ManagedLedgerImpl, ledger_id: int) -> LedgerSummary
 
 
 async def read_stored(
-    ml: ManagedLedgerImpl, local: LedgerStore, ledger_id: int, first_entry: int, last_entry: int
+    ml: OffloadingLedger, local: LedgerStore, ledger_id: int, first_entry: int, last_entry: int
 ) -> list[bytes]:
     """Entries from the local store while it has the ledger, from the offload store once a complete copy
     is all there is."""

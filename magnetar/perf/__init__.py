@@ -13,12 +13,37 @@ internals. Latency comes from a log-bucketed histogram, never from averages.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from typing import TextIO
 
+from magnetar.perf._flows import Flows
 from magnetar.perf._options import OptionsError, PerfOptions, add_perf_parser, options_from
-from magnetar.perf._run import PerfError, run
+from magnetar.perf._run import PerfError, create_partitions, measure
 
 __all__ = ["OptionsError", "PerfError", "PerfOptions", "add_perf_parser", "options_from", "run", "run_perf"]
+
+
+def run(options: PerfOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Measure as the options say; print progress and the summary. Returns the exit code."""
+    if options.partitions:
+        create_partitions(options)
+    flows = Flows()
+    # Ctrl-C asks the driver to stop and the run ends as on its count: the client is closed before the
+    # interpreter exits (a KeyboardInterrupt raised mid-run left the C++ client's threads to std::terminate)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: flows.stop.set()) if main else None
+    try:
+        if options.processes > 1:
+            from magnetar.perf._processes import measure_processes  # multiprocessing: only when asked
+
+            return measure_processes(options, flows, out, err)
+        return measure(options, flows, out, err)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
 
 
 def run_perf(args: argparse.Namespace) -> int:

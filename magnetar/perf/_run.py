@@ -8,8 +8,6 @@ totals for the summary. Partitioned topics are created through the admin HTTP AP
 from __future__ import annotations
 
 import os
-import signal
-import sys
 import threading
 import time
 import urllib.error
@@ -63,27 +61,8 @@ def create_partitions(options: PerfOptions) -> None:
             raise PerfError(f"admin API at {options.admin_url} unreachable: {exc}") from exc
 
 
-def run(options: PerfOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Measure as the options say; print progress and the summary. Returns the exit code."""
-    if options.partitions:
-        create_partitions(options)
-    flows = Flows()
-    # Ctrl-C asks the driver to stop and the run ends as on its count: the client is closed before the
-    # interpreter exits (a KeyboardInterrupt raised mid-run left the C++ client's threads to std::terminate)
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, lambda *_: flows.stop.set()) if main else None
-    try:
-        if options.processes > 1:
-            from magnetar.perf._processes import measure_processes
-
-            return measure_processes(options, flows, out, err)
-        return _measure(options, flows, out, err)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
-
-
-def _measure(options: PerfOptions, flows: Flows, out: TextIO, err: TextIO) -> int:
+def measure(options: PerfOptions, flows: Flows, out: TextIO, err: TextIO) -> int:
+    """One process measures (``_processes`` runs several, each measuring in its own)."""
     failure: list[BaseException] = []
     thread = threading.Thread(target=drive, args=(driver_for(options), options, flows, failure), daemon=True)
     thread.start()

@@ -52,6 +52,7 @@ from magnetar.client import Client, Transaction
 from magnetar.client.errors import InvalidTxnStatus, PulsarClientError, TransactionNotFound
 from magnetar.spark import runtime, test_hooks
 from magnetar.spark.options import OptionError, SinkOptions
+from magnetar.spark.sender import write_batches  # the at-least-once path, given a txn
 from magnetar.spark.sink_state import OpenRecord, SinkFiles, TxnRef
 
 __all__ = ["ExactlyOnceError", "TxnCommit", "TxnSlot", "abort_txns", "commit_batch", "commit_stream", "orphans",
@@ -129,8 +130,6 @@ class TxnSlot:
 def write_in_txn(opts: SinkOptions, batches: Iterator[pa.RecordBatch], writer: str | None = None) -> TxnCommit:
     """Executor side: send every row inside a new transaction; abort it if the task fails. A streaming write
     (``writer`` given) first aborts what other writers left open, then records its own txn."""
-    from magnetar.spark.writer import write_batches  # the at-least-once path, given a txn
-
     files = _files(opts) if writer is not None else None
     if files is not None:
         runtime.run(_reap(opts, files, orphans(files.open_records(), files.named(), writer=writer)))

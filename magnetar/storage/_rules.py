@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from magnetar.core.lifecycle import Transitions
 from magnetar.storage.api import EntryNotFound, LedgerSealed, StorageError, StorageIOError
 
 #: Largest entry payload accepted by ``append`` (Pulsar's default max message size is 5 MiB).
@@ -29,17 +30,16 @@ class LedgerState(enum.Enum):
     DELETED = "deleted"
 
 
-_LEGAL_TRANSITIONS: dict[LedgerState, frozenset[LedgerState]] = {
-    LedgerState.OPEN: frozenset({LedgerState.SEALED, LedgerState.DELETED}),
-    LedgerState.SEALED: frozenset({LedgerState.DELETED}),
-    LedgerState.DELETED: frozenset(),
-}
+LEDGER_TRANSITIONS = Transitions(LedgerState, {
+    LedgerState.OPEN: {LedgerState.SEALED, LedgerState.DELETED},
+    LedgerState.SEALED: {LedgerState.DELETED},
+    LedgerState.DELETED: set(),
+})
 
 
 def check_transition(ledger_id: int, current: LedgerState, target: LedgerState) -> None:
     """Assert a lifecycle edge is legal; an illegal one is a bug in the store, not a user error."""
-    if target not in _LEGAL_TRANSITIONS[current]:
-        raise AssertionError(f"ledger {ledger_id}: illegal transition {current.name} -> {target.name}")
+    LEDGER_TRANSITIONS.check(current, target, f"ledger {ledger_id}")
 
 
 def check_appendable(ledger_id: int, state: LedgerState) -> None:

@@ -144,11 +144,7 @@ class SubscriptionAdmin:
             raise PreconditionFailed("Subscription has active connected consumers")
         for loaded, sub in pairs:
             await _close_consumers(loaded, sub.consumers)
-            await sub.close()
-            if loaded.subscriptions.get(name) is sub:
-                del loaded.subscriptions[name]
-            if sub.durable:
-                await loaded.ledger.delete_cursor(name)
+            await loaded.delete_subscription(sub)
         log.info("deleted subscription %s on %s", name, topic)
 
     async def skip_all(self, topic: TopicName, name: str) -> None:

@@ -31,6 +31,7 @@ from magnetar.broker.replication.api import (
 )
 from magnetar.broker.subscription.dispatcher import GATE_DROP, EntryGate
 from magnetar.core.clock import Clock
+from magnetar.core.lifecycle import Transitions
 from magnetar.ledger.api import Cursor, Entry, EntryCorruptedError, ManagedLedger, ManagedLedgerError, Position
 
 log = logging.getLogger("magnetar.broker.replication")
@@ -62,12 +63,12 @@ class ReplicatorState(enum.Enum):
 
 
 _R = ReplicatorState
-_EDGES: Final = {
-    _R.STARTING: frozenset({_R.CONNECTED, _R.DISCONNECTED, _R.STOPPED}),
-    _R.CONNECTED: frozenset({_R.DISCONNECTED, _R.STOPPED}),
-    _R.DISCONNECTED: frozenset({_R.CONNECTED, _R.STOPPED}),
-    _R.STOPPED: frozenset(),
-}
+REPLICATOR_TRANSITIONS: Final = Transitions(ReplicatorState, {
+    _R.STARTING: {_R.CONNECTED, _R.DISCONNECTED, _R.STOPPED},
+    _R.CONNECTED: {_R.DISCONNECTED, _R.STOPPED},
+    _R.DISCONNECTED: {_R.CONNECTED, _R.STOPPED},
+    _R.STOPPED: set(),
+})
 
 
 def should_replicate(metadata: proto.pb.MessageMetadata, remote_cluster: str) -> bool:
@@ -155,11 +156,8 @@ class Replicator:
         return max(0.0, (self._clock.now_ms() - self._oldest_unreplicated_ms) / 1000)
 
     def _transition_to(self, state: ReplicatorState) -> None:
-        if state is self.state:
-            return
-        if state not in _EDGES[self.state]:
-            raise AssertionError(f"replicator {self.state.value} -> {state.value} is not a legal edge")
-        self.state = state
+        if state is not self.state:
+            self.state = REPLICATOR_TRANSITIONS.check(self.state, state, f"replicator to {self.remote_cluster}")
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from magnetar.broker.errors import ProducerBusy, ProducerFenced
 from magnetar.broker.topic.producer import AccessMode, Producer
+from magnetar.core.lifecycle import Transitions
 
 log = logging.getLogger("magnetar.broker.access")
 
@@ -54,11 +55,11 @@ class AccessState(enum.Enum):
     EXCLUSIVE = "exclusive"
 
 
-_LEGAL: dict[AccessState, frozenset[AccessState]] = {
-    AccessState.IDLE: frozenset({AccessState.SHARED, AccessState.EXCLUSIVE}),
-    AccessState.SHARED: frozenset({AccessState.SHARED, AccessState.IDLE, AccessState.EXCLUSIVE}),
-    AccessState.EXCLUSIVE: frozenset({AccessState.IDLE, AccessState.EXCLUSIVE}),
-}
+ACCESS_TRANSITIONS = Transitions(AccessState, {
+    AccessState.IDLE: {AccessState.SHARED, AccessState.EXCLUSIVE},
+    AccessState.SHARED: {AccessState.SHARED, AccessState.IDLE, AccessState.EXCLUSIVE},
+    AccessState.EXCLUSIVE: {AccessState.IDLE, AccessState.EXCLUSIVE},
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +98,7 @@ class ProducerAccess:
         return self._epochs.current_epoch()
 
     def _transition_to(self, new: AccessState) -> None:
-        if new not in _LEGAL[self.state]:
-            raise AssertionError(f"illegal producer-access transition {self.state} -> {new}")
-        self.state = new
+        self.state = ACCESS_TRANSITIONS.check(self.state, new, "producer access")
 
     # ---- admission -----------------------------------------------------------------------------------
 

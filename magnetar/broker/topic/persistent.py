@@ -457,6 +457,14 @@ class PersistentTopic:
             if self.txn is not None:
                 await self.txn.subscription_deleted(sub.name)
 
+    async def delete_subscription(self, sub: Subscription) -> None:
+        """The admin deleted it (its consumers are closed already): closed, forgotten, its cursor deleted."""
+        await sub.close()
+        if self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+        if sub.durable:
+            await self.ledger.delete_cursor(sub.name)
+
     async def remove_consumer(self, consumer: Consumer) -> None:
         sub = self.subscriptions.get(consumer.subscription_name)
         if sub is None:
