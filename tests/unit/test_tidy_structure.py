@@ -51,8 +51,10 @@ def _topic_attribute(target: ast.expr) -> str | None:
 
 def test_only_the_topic_package_assigns_a_topics_attributes() -> None:
     offenders = []
-    for name, node in _nodes(outside=TOPIC_OWNERS):
-        if not name.startswith(TOPIC_USERS):
+    users = {name: tree for name, tree in _modules().items()
+             if name.startswith(TOPIC_USERS) and not name.startswith(TOPIC_OWNERS)}
+    for name, node in ((n, node) for n, tree in users.items() for node in ast.walk(tree)):
+        if not isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
             continue
         for target in _assigned(node):
             found = _topic_attribute(target)
@@ -75,15 +77,15 @@ def _set_of_members(node: ast.expr) -> bool:
 
 
 def test_every_transition_table_is_built_on_core_lifecycle() -> None:
-    built = {id(arg) for _, node in _nodes() if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-             and node.func.id == "Transitions" for arg in node.args}
-    offenders = []
+    built: set[int] = set()
+    tables: list[tuple[str, ast.Dict]] = []
     for name, node in _nodes(outside=("magnetar/core/lifecycle.py",)):
-        if not isinstance(node, ast.Dict) or not node.keys or id(node) in built:
-            continue
-        if all(k is not None and _enum_members(k) for k in node.keys) and all(
-                _set_of_members(v) for v in node.values):
-            offenders.append(_where(name, node))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Transitions":
+            built.update(id(arg) for arg in node.args)
+        elif isinstance(node, ast.Dict) and node.keys and all(k is not None and _enum_members(k) for k in node.keys):
+            tables.append((name, node))
+    offenders = [_where(name, node) for name, node in tables
+                 if id(node) not in built and all(_set_of_members(v) for v in node.values)]
     assert offenders == [], "build the table with magnetar.core.lifecycle.Transitions:\n" + "\n".join(offenders)
 
 
