@@ -9,9 +9,7 @@ from tests.docs.blocks import REPO, pages, rel
 
 PATH = re.compile(r"`((?:magnetar|tests|bench|examples|scripts|docs)/[A-Za-z0-9_./-]*)")
 #: pages whose paths are not checked yet, with the reason (keep empty when possible)
-NOT_CHECKED = {
-    "docs/architecture.md": "being rewritten for the restructure (issue 28); it still names magnetar/cli.py",
-}
+NOT_CHECKED: dict[str, str] = {}
 
 
 def test_named_paths_exist() -> None:
