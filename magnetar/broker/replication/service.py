@@ -28,8 +28,10 @@ from magnetar.broker.replication.api import (
     RemoteProducerFactory,
     cursor_name,
     remote_of_cursor,
+    source_of_producer,
 )
 from magnetar.broker.replication.replicator import Replicator
+from magnetar.broker.replication.senders import reserved_name_refusal
 from magnetar.broker.topic.listener import TopicListener
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.topic.state import CloseReason
@@ -123,6 +125,14 @@ class ReplicationService(TopicListener):
             except Exception:
                 log.exception("replication policy check failed; it runs again in %.0f s", self._check_interval_s)
             await asyncio.sleep(self._check_interval_s)
+
+    async def replicator_name_refusal(self, producer_name: str) -> str | None:
+        """Why a producer may not take ``producer_name`` (the reserved ``pulsar.repl`` prefix), or None."""
+        refusal = reserved_name_refusal(producer_name, self.local_cluster)
+        source = source_of_producer(producer_name)
+        if refusal is None and source is not None and await self._metadata.get(f"{CLUSTERS_KEY}/{source}") is None:
+            refusal = f"Replicator producer {producer_name!r} names cluster {source!r}, which is not registered"
+        return refusal
 
     # ---- what replicates where -----------------------------------------------------------------------
 

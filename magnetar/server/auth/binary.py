@@ -145,6 +145,11 @@ class ConnectionAuth:
         if authz is not None:
             await authz.check(topic, self.role, action, subscription)
 
+    def is_super_user(self) -> bool:
+        """True when authorization is off, or this connection's role is a super-user."""
+        authz = self.security.authz
+        return authz is None or authz.is_super_user(self.role)
+
     async def require_lookup(self, topic: TopicName, what: str = "Lookup") -> None:
         authz = self.security.authz
         if authz is not None:

@@ -20,6 +20,7 @@ from magnetar import protocol as proto
 from magnetar.broker.replication.subscriptions import codec
 from magnetar.broker.replication.subscriptions.cache import PROPERTY, Snapshot, SnapshotCache
 from magnetar.broker.replication.subscriptions.rounds import PendingSnapshot, Step
+from magnetar.broker.reserved import is_reserved_cursor
 from magnetar.broker.subscription.subscription import Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.core.clock import Clock
@@ -262,17 +263,20 @@ class TopicController:
 
     async def apply_update(self, name: str, position: Position) -> None:
         """Another cluster's subscription passed a snapshot: move ours forward to ``position``, never back."""
+        if is_reserved_cursor(name):
+            log.warning("%s: ignoring an update for the reserved cursor %s", self.topic.name, name)
+            return
         sub = self.topic.subscriptions.get(name)
-        if sub is None:
+        if sub is None:  # as Pulsar does: the subscription exists on another cluster, so it is created here
             cursor = await self.topic.ledger.open_cursor(name, InitialPosition.EARLIEST)
             if name not in self.topic.subscriptions:  # else subscribed meanwhile
                 log.info("%s: subscription %s created by a replicated-subscription update", self.topic.name, name)
-            sub = self.topic.add_durable_subscription(name, cursor)
-        if not sub.durable:
-            return
-        if not sub.replicated:
-            await sub.cursor.set_properties({PROPERTY: 1})
-            self.attach(sub)
+                sub = self.topic.add_durable_subscription(name, cursor)
+                await sub.cursor.set_properties({PROPERTY: 1})
+                self.attach(sub)
+            sub = self.topic.subscriptions[name]
+        if not sub.durable or not sub.replicated:
+            return  # an update moves only subscriptions that replicate their state
         target = min(position, self.topic.ledger.last_confirmed)
         if target > sub.cursor.mark_delete_position:
             sub.cursor.acknowledge_cumulative(target)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from magnetar import protocol as proto
 from magnetar.broker.authorization import AuthAction
-from magnetar.broker.errors import ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
+from magnetar.broker.errors import AuthorizationError, ChecksumError, NotAllowed, ProducerBusy, ServiceNotReady
 from magnetar.broker.names import TopicName
+from magnetar.broker.replication import senders
 from magnetar.broker.schema import version_bytes
 from magnetar.broker.topic.access import Queued
 from magnetar.broker.topic.producer import AccessMode, Producer, failed_publish
@@ -42,6 +43,8 @@ async def on_producer(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | 
     req = cmd.producer
     topic_name = TopicName.parse(req.topic)
     await conn.auth.require(topic_name, AuthAction.PRODUCE)
+    if req.producer_name.startswith(senders.REPLICATOR_PREFIX):
+        await _require_replicator(conn, req.producer_name)
     existing = conn.producers.get(req.producer_id)
     if existing is not None:
         if existing.topic_name != str(topic_name) or not existing.topic_epoch_known:
@@ -87,6 +90,15 @@ async def on_producer(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | 
                                         schema_version=schema_version)))
 
 
+async def _require_replicator(conn: Session, name: str) -> None:
+    """The ``pulsar.repl`` prefix is a replicator's (see ``broker.replication.senders``)."""
+    refusal = await conn.broker.replication.replicator_name_refusal(name)
+    if refusal is not None:
+        raise NotAllowed(refusal)
+    if not conn.auth.is_super_user():
+        raise AuthorizationError(f"Role {conn.auth.role!r} may not create replicator producer {name!r}")
+
+
 def on_send(conn: Session, cmd: proto.pb.BaseCommand, payload: memoryview | None) -> None:
     req = cmd.send
     if payload is None:
@@ -108,6 +120,10 @@ def on_send(conn: Session, cmd: proto.pb.BaseCommand, payload: memoryview | None
         parsed = proto.parse_send_payload(payload)
     except proto.ChecksumMismatch as exc:
         producer.track(req.sequence_id, highest, failed_publish(ChecksumError(str(exc))))
+        return
+    forged = senders.send_refusal(producer.name, parsed.metadata)
+    if forged is not None:  # replicated_from or a marker from a client: only replicators send those
+        producer.track(req.sequence_id, highest, failed_publish(NotAllowed(forged)))
         return
     txn_refusal = txn_topic.send_refusal(conn, req, parsed.metadata, producer.topic_name)
     if txn_refusal is not None:  # a transactional SEND the coordinator does not allow here
