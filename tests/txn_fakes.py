@@ -24,6 +24,7 @@ class FakeRegistry:
         self.partitions: dict[TxnId, set[str]] = {}
         self.subscriptions: dict[TxnId, set[tuple[str, str]]] = {}
         self.ended: set[TxnId] = set()
+        self.decided: dict[TxnId, TxnAction] = {}
 
     def new_txn(self) -> TxnId:
         txn = TxnId(self._tc_id, next(self._sequence))
@@ -53,8 +54,22 @@ class FakeRegistry:
         if (topic, subscription) not in self.subscriptions[txn]:
             raise TxnError(f"Subscription {topic} / {subscription} is not registered with transaction {txn}")
 
-    async def end(self, participants: TxnParticipants, txn: TxnId, action: TxnAction) -> None:
+    def decide(self, txn: TxnId, action: TxnAction) -> None:
+        """The coordinator's decision (COMMITTING or ABORTING): what END_TXN_ON_* from the wire may do."""
         self.ended.add(txn)
+        self.decided[txn] = action
+
+    def check_decided(self, txn: TxnId, action: TxnAction) -> None:
+        if txn not in self.partitions:
+            raise TransactionNotFound(f"Transaction {txn} not found")
+        decided = self.decided.get(txn)
+        if decided is None:
+            raise InvalidTxnStatus(f"Transaction {txn} is OPEN: only its coordinator ends it")
+        if decided is not action:
+            raise InvalidTxnStatus(f"Transaction {txn} is ending by {decided.name}, not {action.name}")
+
+    async def end(self, participants: TxnParticipants, txn: TxnId, action: TxnAction) -> None:
+        self.decide(txn, action)
         for topic in sorted(self.partitions[txn]):
             await participants.end_txn_on_partition(topic, txn, action)
         for topic, subscription in sorted(self.subscriptions[txn]):

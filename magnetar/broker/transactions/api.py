@@ -79,3 +79,9 @@ class TxnRegistry(Protocol):
     def check_produce(self, txn: TxnId, topic: str) -> None: ...
 
     def check_ack(self, txn: TxnId, topic: str, subscription: str) -> None: ...
+
+    def check_decided(self, txn: TxnId, action: TxnAction) -> None:
+        """An END_TXN_ON_PARTITION / _SUBSCRIPTION from the wire may end ``txn`` only as its coordinator
+        decided: :class:`TransactionNotFound` unless the transaction is ending here, :class:`InvalidTxnStatus`
+        while it is open or when it is ending the other way."""
+        ...

@@ -19,6 +19,7 @@ from typing import Final, Protocol
 from magnetar.broker.names import TopicName
 from magnetar.broker.transactions.api import (
     CoordinatorNotFound,
+    InvalidTxnStatus,
     TransactionNotFound,
     TxnAction,
     TxnError,
@@ -27,7 +28,7 @@ from magnetar.broker.transactions.api import (
 )
 from magnetar.broker.transactions.buffered_writer import WriterFactory
 from magnetar.broker.transactions.coordinator import EndPolicy, TransactionCoordinator, TxnCounters, TxnMeta
-from magnetar.broker.transactions.states import check_open
+from magnetar.broker.transactions.states import action_of, check_open
 from magnetar.broker.transactions.txn_log import TxnLog, plain_writer
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
@@ -198,6 +199,16 @@ class TransactionCoordinatorService:
                 f"Subscription {subscription} on {topic} was not added to transaction {txn} "
                 "(ADD_SUBSCRIPTION_TO_TXN first)"
             )
+
+    def check_decided(self, txn: TxnId, action: TxnAction) -> None:
+        tc = self.coordinators.get(txn.most)
+        if tc is None:
+            raise TransactionNotFound(f"The transaction {txn} is not found: no coordinator {txn.most} here")
+        status = tc.get(txn).status
+        if not status.ending:
+            raise InvalidTxnStatus(f"Transaction {txn} is {status.name}: only its coordinator ends it")
+        if action_of(status) is not action:
+            raise InvalidTxnStatus(f"Transaction {txn} is {status.name}, not to be ended by {action.name}")
 
     # ---- timeouts, stats, lifecycle ------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION at the wire: ending works, repeats are harmless,
-bad input gets its error code in the response and the connection stays usable."""
+"""END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION at the wire: ending works as the coordinator decided
+(never otherwise), repeats are harmless, bad input gets its error code in the response and the connection
+stays usable."""
 
 from __future__ import annotations
 
@@ -59,6 +60,11 @@ async def test_end_on_partition_over_the_wire(standalone: Standalone, registry: 
     peer.send(end_on_partition(txn, None, 1))
     refused = await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)
     assert refused.error == proto.pb.NotAllowedError and refused.request_id == 1
+    peer.send(end_on_partition(txn, TxnAction.COMMIT, 2))  # open: the coordinator decided nothing yet
+    refused = await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)
+    assert refused.error == ServerErrorCode.InvalidTxnStatus and "only its coordinator" in refused.message
+    await nothing_more(consumer)
+    registry.decide(txn, TxnAction.COMMIT)
     peer.send(end_on_partition(txn, TxnAction.COMMIT, 2))
     done = await reply(peer, T.END_TXN_ON_PARTITION_RESPONSE)
     assert not done.HasField("error") and (done.txnid_most_bits, done.txnid_least_bits) == (txn.most, txn.least)
@@ -87,6 +93,9 @@ async def test_end_on_subscription_over_the_wire(standalone: Standalone, registr
     txn = registry.new_txn()
     registry.add_subscription(txn, TOPIC, "sub")
     assert not (await ack(peer, 7, id0, txn, 10)).HasField("error")
+    peer.send(end_on_subscription(txn, TxnAction.COMMIT, 11, "sub"))  # not what the coordinator decided
+    assert (await reply(peer, T.END_TXN_ON_SUBSCRIPTION_RESPONSE)).error == ServerErrorCode.InvalidTxnStatus
+    registry.decide(txn, TxnAction.ABORT)
     peer.send(end_on_subscription(txn, TxnAction.ABORT, 11, "sub"))
     assert not (await reply(peer, T.END_TXN_ON_SUBSCRIPTION_RESPONSE)).HasField("error")
     assert [b for b, _ in await received(peer, 1)] == [b"m0"]  # given back by the abort

@@ -6,6 +6,10 @@ when transactions are disabled); a refusal is answered with the transaction erro
 or ACK_RESPONSE with ``error``) and nothing is written. A SEND's txn id must match the one in its message
 metadata (the stored one, which recovery reads). Transactional acks are always answered with ACK_RESPONSE,
 once the pending ack is durable. Nothing here tears down the connection.
+
+END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION are a coordinator's commands to its participants, never a
+client's: with authorization on only a super-user may send them (Pulsar's rule), and whoever sends them
+may end a transaction only as its coordinator decided (it is COMMITTING or ABORTING on this broker).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from magnetar.broker.errors import BrokerError, ConsumerNotFound, NotAllowed, Se
 from magnetar.broker.subscription.consumer import Consumer
 from magnetar.broker.subscription.subscription import ACK_CUMULATIVE, Subscription
 from magnetar.broker.topic.persistent import PersistentTopic
-from magnetar.broker.transactions.api import TxnAction, TxnId
+from magnetar.broker.transactions.api import TransactionNotFound, TxnAction, TxnId
 from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId
 from magnetar.ledger.api import Position
@@ -126,6 +130,19 @@ def _action(value: int) -> TxnAction:
         raise NotAllowed(f"Unknown transaction action {value}") from exc
 
 
+def _coordinator_only(conn: Session, txn: TxnId, action: TxnAction) -> None:
+    """These are a coordinator's commands to its participants: with authorization on only a super-user
+    (the role brokers talk to each other with) may send them, as in Pulsar, and in any case the outcome
+    must be the one the transaction's coordinator decided (a client cannot end a partition its own way)."""
+    registry = conn.broker.txn_registry
+    if registry is None:
+        raise NotAllowed(DISABLED)
+    if not conn.auth.is_super_user():
+        raise TransactionNotFound(
+            f"TC client ({conn.auth.role}) is not a super user, and is not allowed to operate on transaction {txn}")
+    registry.check_decided(txn, action)
+
+
 async def _answer_end(
     conn: Session, reply: proto.pb.BaseCommand, out: Any, request_id: int, txn: TxnId,
     end: Callable[[], Awaitable[None]],
@@ -149,7 +166,9 @@ async def on_end_txn_on_partition(conn: Session, cmd: proto.pb.BaseCommand, _: m
     async def end() -> None:
         if not req.HasField("txn_action") or not req.topic:
             raise NotAllowed("END_TXN_ON_PARTITION needs a topic and a transaction action")
-        await conn.broker.txn_participants.end_txn_on_partition(req.topic, txn, _action(req.txn_action))
+        action = _action(req.txn_action)
+        _coordinator_only(conn, txn, action)
+        await conn.broker.txn_participants.end_txn_on_partition(req.topic, txn, action)
 
     await _answer_end(conn, reply, reply.endTxnOnPartitionResponse, req.request_id, txn, end)
 
@@ -164,10 +183,9 @@ async def on_end_txn_on_subscription(
     async def end() -> None:
         if not req.HasField("txn_action") or not req.HasField("subscription"):
             raise NotAllowed("END_TXN_ON_SUBSCRIPTION needs a subscription and a transaction action")
-        sub = req.subscription
-        await conn.broker.txn_participants.end_txn_on_subscription(
-            sub.topic, sub.subscription, txn, _action(req.txn_action)
-        )
+        sub, action = req.subscription, _action(req.txn_action)
+        _coordinator_only(conn, txn, action)
+        await conn.broker.txn_participants.end_txn_on_subscription(sub.topic, sub.subscription, txn, action)
 
     await _answer_end(conn, reply, reply.endTxnOnSubscriptionResponse, req.request_id, txn, end)
 
