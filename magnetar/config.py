@@ -141,6 +141,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "journalSyncData": ("settings", "journal_sync_data", _bool, 1),
     "openFileLimit": ("settings", "open_file_limit", _int, 1),
     "clusterName": ("broker", "cluster_name", _nonempty, 1),
+    "defaultNumberOfNamespaceBundles": ("broker", "default_number_of_namespace_bundles", _positive, 1),
     "advertisedAddress": ("broker", "advertised_address", _str, 1),
     "advertisedListeners": ("broker", "advertised_listeners", _listeners, 1),
     "internalListenerName": ("broker", "internal_listener_name", _str, 1),

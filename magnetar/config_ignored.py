@@ -34,7 +34,7 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("the functions worker and package management", ("functionsWorker", "enablePackagesManagement", "packages")),
     ("the load manager and namespace bundles", (
-        "loadBalance", "loadManagerClassName", "defaultNumberOfNamespaceBundles", "supportedNamespaceBundleSplit",
+        "loadBalance", "loadManagerClassName", "supportedNamespaceBundleSplit",
         "defaultNamespaceBundleSplitAlgorithm", "namespaceBundleUnloadingTimeoutMs", "lowerBoundarySheddingEnabled",
         "preferLaterVersions", "failureDomainsEnabled", "isRunningStandalone",
     )),

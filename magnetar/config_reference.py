@@ -122,6 +122,10 @@ MEANINGS: dict[str, dict[str, str]] = {
         "metadataStoreOperationTimeoutSeconds": "a metadata operation that takes longer fails",
         "zookeeperSessionExpiredPolicy": "`reconnect` (keep serving, open a new session) or `shutdown`",
     },
+    "Cluster (`magnetar broker`)": {
+        "defaultNumberOfNamespaceBundles": "hash ranges a new namespace is cut into; each is owned by one broker "
+                                           "(see the Cluster guide)",
+    },
     "Connections and HTTP": {
         "connectionOutputHighWaterBytes": "queued output per connection before the broker stops reading it",
         "connectHandshakeTimeoutSeconds": "a connection that sends no CONNECT in time is closed",

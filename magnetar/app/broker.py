@@ -14,8 +14,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.broker.cluster.bundles import Bundles
+from magnetar.broker.cluster.keys import ClusterKeys
 from magnetar.broker.cluster.lookup import ListenerSettings, Lookup
 from magnetar.broker.cluster.ownership import LocalOwnership, Ownership
+from magnetar.broker.cluster.parts import ClusterParts
 from magnetar.broker.compaction import CompactedTopic, CompactionService
 from magnetar.broker.compaction.txn import TxnFilter
 from magnetar.broker.config import BrokerConfig
@@ -117,12 +120,18 @@ def build_broker(
     clock: Clock | None = None,
     *,
     store: LedgerStore | None = None,
-    ownership: Ownership | None = None,
+    cluster: ClusterParts | None = None,
 ) -> Broker:
     """Every part of one broker, wired. ``store`` holds compacted ledgers (without one, topics are not
-    compacted); ``ownership`` decides which topics this broker serves (default: all of them)."""
+    compacted); ``cluster``: this broker is one of a cluster's and serves the bundles it owns (without it, it
+    serves every topic)."""
     clock = clock or SystemClock()
-    ownership = ownership or LocalOwnership()
+    keys = ClusterKeys(metadata, config.default_number_of_namespace_bundles)
+
+    async def bundles_of(ns: NamespaceName) -> Bundles:
+        return (await keys.bundles(ns)).bundles
+
+    ownership: Ownership = cluster.ownership if cluster is not None else LocalOwnership(bundles_of)
     catalog = TopicCatalog(config, metadata, ledgers)
     lookup = Lookup(ownership, catalog, ListenerSettings(config.advertised_listeners, config.internal_listener_name))
     txn_log_batching = BatchedLogSwitch(config.transaction_log_batching, config.pending_ack_batching, metadata)
@@ -193,7 +202,7 @@ def build_broker(
         non_persistent=NonPersistentTopics(), offload=OffloadService(host, clock), replication=replication,
         replicated_subscriptions=replicated_subscriptions, compaction=compaction,
         txn_log_batching=txn_log_batching, txn_snapshots=txn_snapshots,
-        txn_participants=BrokerParticipants(registry),
+        txn_participants=BrokerParticipants(registry), cluster=cluster,
     )
 
 

@@ -18,6 +18,7 @@ MIB = 1024 * 1024
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfig:
     cluster_name: str = "standalone"
+    default_number_of_namespace_bundles: int = 4  # defaultNumberOfNamespaceBundles: a namespace's default cut
     advertised_address: str | None = None  # None: answer lookups with the address the client reached
     advertised_listeners: str = ""  # advertisedListeners: name:pulsar://host:port,... (see broker/listeners.py)
     internal_listener_name: str = ""  # internalListenerName: the listener lookups without a name get

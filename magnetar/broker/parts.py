@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from magnetar.broker.cluster.lookup import Lookup
 from magnetar.broker.cluster.ownership import Ownership
+from magnetar.broker.cluster.parts import ClusterParts
 from magnetar.broker.compaction import CompactionService
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connections import ConnectionCounts
@@ -68,3 +69,4 @@ class Broker:
     txn_coordinators: TransactionCoordinatorService | None = None  # late: the coordinators, once they run
     txn_registry: TxnRegistry | None = None  # late: what topics ask before a transactional SEND or ACK
     ledger_deletion: LedgerDeletionService | None = None  # late: PIP-186's two-phase deletion, when it runs
+    cluster: ClusterParts | None = None  # a cluster broker's membership, bundle ownership and moves

@@ -49,6 +49,7 @@ class MemoryMetadataStore:
         self._records = self._tree.records
         self._watchers = _rules.Watchers()
         self._closed = False
+        self._suspended = False
         self._session = _local_session.LocalSession()
         self._tree.stores.append(self)
 
@@ -59,6 +60,8 @@ class MemoryMetadataStore:
     def _check_open(self) -> None:
         if self._closed:
             raise MetadataStoreClosed("metadata store is closed")
+        if self._suspended:
+            raise MetadataError("connection to the metadata store lost (suspended session)")
 
     async def get(self, key: str) -> Record | None:
         self._check_open()
@@ -152,6 +155,26 @@ class MemoryMetadataStore:
         self._session.renew()
         self._session.emit(SessionEvent.SESSION_REESTABLISHED)
 
+    def suspend(self) -> None:
+        """The session ends while this side does not know it yet (a process paused past its session timeout,
+        or cut off): its ephemeral keys go (other sessions see them deleted), and this store hears nothing and
+        reaches nothing (operations fail as on a lost connection) until :meth:`resume`."""
+        self._check_open()
+        self._drop_ephemerals()
+        self._tree.stores.remove(self)
+        self._suspended = True
+
+    def resume(self) -> None:
+        """Back after :meth:`suspend`: listeners hear SESSION_LOST, then SESSION_REESTABLISHED on a new session
+        (watchers missed the writes in between: they read again on that event, as on ZooKeeper)."""
+        if not self._suspended or self._closed:
+            return
+        self._suspended = False
+        self._tree.stores.append(self)
+        self._session.emit(SessionEvent.SESSION_LOST)
+        self._session.renew()
+        self._session.emit(SessionEvent.SESSION_REESTABLISHED)
+
     async def close(self) -> None:
         """Close this session: its ephemeral keys go (other sessions on the tree see them deleted)."""
         if self._closed:
@@ -159,8 +182,9 @@ class MemoryMetadataStore:
         self._closed = True
         self._watchers.clear()
         self._session.clear()
-        self._tree.stores.remove(self)
-        self._drop_ephemerals()
+        if not self._suspended:
+            self._tree.stores.remove(self)
+            self._drop_ephemerals()
 
 
 if TYPE_CHECKING:

@@ -62,19 +62,28 @@ class Lookup:
         s = self._listeners
         return listener_urls(s.advertised_listeners, s.internal_listener_name, requested or None)
 
-    async def answer(self, topic: TopicName, here: BrokerUrls, listener: str | None = None) -> LookupAnswer:
+    async def answer(
+        self, topic: TopicName, here: BrokerUrls, listener: str | None = None, *, authoritative: bool = False
+    ) -> LookupAnswer:
         """Where a client serves ``topic``: NotFound when its namespace does not exist."""
         if not await self._namespaces.namespace_exists(topic.namespace_name):
             raise NotFound(f"Namespace {topic.namespace_name} does not exist")
         chosen = self.listener(listener)
-        owner = await self.ownership.owner(topic, listener or None)
-        if owner is not None:
-            return LookupAnswer(owner, redirect=True)
-        return LookupAnswer(with_listener(here, chosen), authoritative=True)  # this broker decides for itself
+        placement = await self.ownership.find(topic, listener or None, authoritative)
+        if placement.urls is None:
+            return LookupAnswer(with_listener(here, chosen), authoritative=True)  # this broker decides for itself
+        return LookupAnswer(placement.urls, redirect=placement.redirect, authoritative=placement.authoritative)
+
+    async def bundle_of(self, topic: TopicName) -> str:
+        """The name of the bundle ``topic`` belongs to (``0x00000000_0x40000000``): NotFound without its
+        namespace."""
+        if not await self._namespaces.namespace_exists(topic.namespace_name):
+            raise NotFound(f"Namespace {topic.namespace_name} does not exist")
+        return (await self.ownership.bundle_of(topic)).name
 
     async def brokers(self, here: BrokerUrls) -> list[BrokerUrls]:
         """Every live broker of the cluster, this one first."""
-        return [here, *await self.ownership.other_brokers()]
+        return [self.ownership.me() or here, *await self.ownership.other_brokers()]
 
     async def leader(self, here: BrokerUrls) -> BrokerUrls:
-        return await self.ownership.leader() or here
+        return await self.ownership.leader() or self.ownership.me() or here

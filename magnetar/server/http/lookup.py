@@ -8,12 +8,13 @@ reached it (``/admin/v2/brokers`` names the broker by them too)."""
 from __future__ import annotations
 
 from aiohttp import web
+from yarl import URL
 
 from magnetar.broker.admin.broker_admin import parse_topic
 from magnetar.broker.cluster.ownership import BrokerUrls
-from magnetar.broker.errors import InvalidRequest
+from magnetar.broker.errors import InvalidRequest, PreconditionFailed
 from magnetar.broker.parts import Broker
-from magnetar.server.http.routes import Route, match, ok
+from magnetar.server.http.routes import Route, flag, match, ok
 
 #: the binary protocol's bound port, set by the process that serves both (it is known only after binding)
 BROKER_PORT: web.AppKey[int] = web.AppKey("broker_port", int)
@@ -47,9 +48,25 @@ def lookup_routes(broker: Broker) -> list[Route]:
             raise InvalidRequest(f"Unknown topic domain {domain!r}")
         topic = parse_topic(domain, match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
         listener = req.query.get("listenerName") or req.headers.get("X-Pulsar-ListenerName") or None
-        answer = await broker.lookup.answer(topic, here(broker.config.advertised_address, req), listener)
+        answer = await broker.lookup.answer(topic, here(broker.config.advertised_address, req), listener,
+                                            authoritative=flag(req, "authoritative"))
+        if answer.redirect:  # ask the leader, or the broker it chose (Pulsar's 307 with ?authoritative=)
+            base = answer.urls.https if req.secure and answer.urls.https else answer.urls.http
+            if not base:
+                raise PreconditionFailed("The broker to redirect to has no web service URL")
+            query = {"authoritative": "true" if answer.authoritative else "false"}
+            if listener:
+                query["listenerName"] = listener
+            raise web.HTTPTemporaryRedirect(str(URL(base).with_path(req.path).with_query(query)))
         return ok(answer.lookup_data())
+
+    async def bundle(req: web.Request) -> web.Response:
+        """The bundle a topic belongs to (``pulsar-admin topics bundle-range``), from any broker."""
+        topic = parse_topic(match(req, "domain"), match(req, "tenant"), match(req, "namespace"), match(req, "topic"))
+        return web.Response(text=await broker.lookup.bundle_of(topic))
 
     return [Route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", lookup,
                   "Which broker serves a topic (HTTP lookup)", "lookup", result=LOOKUP_DATA,
-                  query={"listenerName": {"type": "string"}})]
+                  query={"listenerName": {"type": "string"}, "authoritative": {"type": "boolean"}}),
+            Route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle", bundle,
+                  "The namespace bundle a topic belongs to", "lookup", result_type="text/plain")]

@@ -59,7 +59,8 @@ async def on_lookup(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | No
         topic = TopicName.parse(req.topic)
         await conn.auth.require_lookup(topic)
         url, tls_url = conn.auth.lookup_urls(broker_host(conn), conn.local_address[1])
-        answer = await conn.broker.lookup.answer(topic, BrokerUrls(url, tls_url), req.advertised_listener_name)
+        answer = await conn.broker.lookup.answer(topic, BrokerUrls(url, tls_url), req.advertised_listener_name,
+                                                 authoritative=req.authoritative)
     except BrokerError as exc:
         code = exc.server_error if exc.server_error else proto.ServerErrorCode.TopicNotFound
         conn.send_frame(proto.encode_command(proto.commands.lookup_failure(req.request_id, code, str(exc))))
