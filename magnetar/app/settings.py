@@ -29,6 +29,7 @@ class StandaloneSettings:
     storage_delete_failure_probability: float = 0.0  # tests only: storage deletes fail at random
     fsync_failure_probability: float = 0.0  # tests only: ledger fsyncs fail with EIO at random
     crash_points: str = ""  # tests only: the process SIGKILLs itself at these points (magnetar.core.crashpoints)
+    cluster_mode: bool = False  # ``magnetar broker``: one broker of a cluster (shared metadata and ledger stores)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     metadata: MetadataSettings = field(default_factory=MetadataSettings)

@@ -15,13 +15,20 @@ import logging
 import math
 import random
 import signal
+import socket
 import sqlite3
 import ssl
+from typing import cast
 
 from aiohttp import web
 
+from magnetar.app import cluster as cluster_app
 from magnetar.app.broker import build_broker, start_broker, stop_broker
+from magnetar.app.data_dir import DataDirInUse, DataDirLock
 from magnetar.app.settings import StandaloneSettings
+from magnetar.broker.cluster.listeners import parse_listeners
+from magnetar.broker.cluster.parts import ClusterParts
+from magnetar.broker.cluster.records import ListenerAddress
 from magnetar.broker.compaction.state import referenced_ledgers
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
 from magnetar.broker.parts import Broker
@@ -38,8 +45,9 @@ from magnetar.core import crashpoints
 from magnetar.core.clock import SystemClock
 from magnetar.core.descriptors import raise_descriptor_limit, report_if_out_of_descriptors
 from magnetar.ledger.factory import LedgerFactory
+from magnetar.ledger.id_counter import MetadataLedgerIdAllocator
 from magnetar.metadata.api import MetadataError, MetadataStore
-from magnetar.metadata.coordination import SessionEvent
+from magnetar.metadata.coordination import CoordinationStore, SessionEvent
 from magnetar.metadata.settings import SessionExpiredPolicy, StoreKind, sqlite_path
 from magnetar.metadata.settings import open_store as open_metadata_store
 from magnetar.metadata.sqlite import SqliteMetadataStore
@@ -48,9 +56,10 @@ from magnetar.server.auth.tls import CertReloader
 from magnetar.server.binary.listener import BinaryListener
 from magnetar.server.binary.revalidate import PermissionWatcher
 from magnetar.server.http.app import web_app
+from magnetar.server.http.handoff import HttpHandoff
 from magnetar.server.http.limits import HttpConnectionReaper, limit_bad_request_logging
 from magnetar.server.http.lookup import BROKER_PORT, TLS_PORTS
-from magnetar.storage.api import LedgerStore, StorageError
+from magnetar.storage.api import LedgerIdAllocator, LedgerStore, StorageError
 from magnetar.storage.embedded import EmbeddedLedgerStore
 from magnetar.storage.faulty import FailingFsync, FaultPlan, FaultyLedgerStore
 from magnetar.storage.objectstore.opening import open_s3_ledger_store
@@ -93,6 +102,7 @@ class Standalone:
         self.settings = settings = _with_cursor_rate_limit(settings)
         self._given_metadata = metadata
         self._given_store = store
+        self._data_dir_lock = DataDirLock(settings.data_dir)  # taken when the ledgers are not in the directory
         self._fsync_plan = FaultPlan(random.Random(), ops=frozenset({"fsync"}))  # armed by a test-only key
         self._given_participants = txn_participants
         self._remote_producers = remote_producers
@@ -110,6 +120,8 @@ class Standalone:
         self._reclaim: asyncio.Task[None] | None = None
         self.http_reaper: HttpConnectionReaper | None = None
         self._broker_built = False
+        self.cluster: ClusterParts | None = None
+        self._handoff: HttpHandoff | None = None
 
     async def start(self) -> None:
         """Open the stores, recover, listen. A failure to start is a ``StartupError`` naming its setting."""
@@ -126,8 +138,14 @@ class Standalone:
         self.offload_store = await open_checked_offload_store(s.broker.offload)
         self.ledgers = LedgerFactory(self.store, self.metadata, config=s.broker.managed_ledger, clock=self.clock,
                                      offload_store=self.offload_store)
-        self.broker: Broker = build_broker(s.broker, self.metadata, self.ledgers, self.clock, store=self.store)
+        if s.cluster_mode:
+            self.cluster = self._cluster_parts()
+        self.broker: Broker = build_broker(s.broker, self.metadata, self.ledgers, self.clock, store=self.store,
+                                           cluster=self.cluster)
         self._broker_built = True  # from here on, stop() stops it (whatever of it started)
+        if self.cluster is not None:
+            self._handoff = HttpHandoff()
+            cluster_app.wire(self.cluster, self.broker, self._handoff)
         self.broker.replication.factory = self._remote_producers
         await start_broker(self.broker)
         await self._start_ledger_deletion()
@@ -151,7 +169,38 @@ class Standalone:
             binary = self.binary
             self._permissions = PermissionWatcher(self.security.authz, lambda: binary.connections)
             self._permissions.start(self.metadata)
+        if self.cluster is not None:
+            await self._join_cluster()
         self._log_ready()
+
+    def _cluster_parts(self) -> ClusterParts:
+        """A broker of a cluster shares its stores with the others: refused on stores only it can use."""
+        s = self.settings
+        if not all(hasattr(self.metadata, m) for m in ("create", "get_owned", "listen")) or (
+                self._given_metadata is None and s.metadata.kind is not StoreKind.ZOOKEEPER):
+            raise StartupError("a cluster broker needs a shared metadata store: set metadataStoreUrl=zk:HOST:PORT")
+        coordination = cast(CoordinationStore, self.metadata)
+        for enabled, key in ((s.broker.transaction_coordinator_enabled, "transactionCoordinatorEnabled"),
+                             (s.broker.ledger_deletion.enabled, "topicTwoPhaseDeletionEnabled")):
+            if enabled:
+                raise StartupError(f"{key}=true is not supported on a cluster yet (issue 32): set it to false")
+        return cluster_app.build_cluster(coordination, self.clock,
+                                         default_bundles=s.broker.default_number_of_namespace_bundles)
+
+    async def _join_cluster(self) -> None:
+        assert self.cluster is not None
+        s = self.settings
+        host = s.broker.advertised_address or (s.bind_address if s.bind_address not in ("0.0.0.0", "::")
+                                               else socket.getfqdn())
+        tls = {"broker": self.broker_port_tls, "web": self.web_port_tls} if self.security.tls is not None else {}
+        urls = cluster_app.advertised(host, self.broker_port, self.web_port,
+                                      {k: v for k, v in tls.items() if v is not None})
+        listeners = {name: ListenerAddress(u.pulsar, u.pulsar_ssl)
+                     for name, u in parse_listeners(s.broker.advertised_listeners).items()}
+        try:
+            await cluster_app.join(self.cluster, urls, listeners, self.clock)
+        except MetadataError as exc:
+            raise StartupError(f"cannot join the cluster through the metadata store: {exc}") from exc
 
     async def _listen(self, port: int, tls: ssl.SSLContext | None, setting: str) -> int:
         assert self.binary is not None
@@ -196,23 +245,29 @@ class Standalone:
         return port
 
     def _log_ready(self) -> None:
-        host = self.settings.bind_address
+        s = self.settings
+        host = s.bind_address
         broker = f"pulsar://{host}:{self.broker_port}" if self.settings.broker_port is not None else "off"
         web_ = f"http://{host}:{self.web_port}" if self.settings.web_port is not None else "off"
         plain = f"broker {broker} web {web_}"
         if self.security.tls is not None:
             plain += f" tls pulsar+ssl://{host}:{self.broker_port_tls} https://{host}:{self.web_port_tls}"
-        log.info("magnetar standalone ready: %s", plain)
+        if self.cluster is not None and self.cluster.members.started:
+            plain += f" cluster {s.broker.cluster_name} as {self.cluster.members.broker_id}"
+        log.info("magnetar %s ready: %s", "broker" if self.cluster is not None else "standalone", plain)
 
-    async def _open_object_store(self) -> LedgerStore:
+    async def _open_object_store(self, allocator: LedgerIdAllocator | None) -> LedgerStore:
         """Ledgers in an S3-compatible bucket (ledgerStoreUrl=s3://...): probed for conditional writes first."""
         config = self.settings.ledger_store
+        if not config.url.shared:
+            raise StartupError("a cluster broker keeps its ledgers in an object store all brokers reach: set "
+                               "ledgerStoreUrl=s3://BUCKET[/PREFIX] (and ledgerStoreServiceEndpoint)")
         where = f"ledgerStoreUrl=s3://{config.url.bucket}/{config.url.prefix}"
         endpoint = config.service_endpoint or "AWS"
         log.info("opening ledger store %s at %s (flush window %d ms, %d bytes)", where, endpoint,
                  config.flush_max_delay_ms, config.flush_max_bytes)
         try:
-            return await open_s3_ledger_store(config, clock=self.clock)
+            return await open_s3_ledger_store(config, clock=self.clock, allocator=allocator)
         except StorageError as exc:
             raise StartupError(f"cannot use {where} ({endpoint}): {exc}") from exc
 
@@ -232,15 +287,34 @@ class Standalone:
             raise StartupError(f"cannot open {where}: {_reason(exc.__cause__ or exc)}") from exc
 
     async def _open_stores(self) -> None:
-        """The ledger store first (given, in a bucket, or embedded), then the metadata store."""
+        """The ledger store (given, in a bucket, or embedded), then the metadata store; a cluster broker the
+        other way round: its ledger ids come from a counter in the metadata store (ascending across brokers, as
+        a managed ledger moving between them needs). A data directory whose ledgers live in a bucket is locked
+        here (``data_dir.py``); the embedded store locks its own."""
         s = self.settings
         where = f"data directory {s.data_dir} (--data-dir)"
         try:
             s.data_dir.mkdir(parents=True, exist_ok=True)
+            if s.cluster_mode or s.ledger_store.url.shared:
+                self._data_dir_lock.acquire()
+        except DataDirInUse as exc:
+            raise StartupError(f"{where} is in use by another magnetar process") from exc
+        except OSError as exc:
+            raise StartupError(f"cannot use {where}: {_reason(exc)}") from exc
+        if s.cluster_mode:
+            await self._open_metadata_checked(where)
+            try:
+                self.store = self._given_store or await self._open_object_store(
+                    MetadataLedgerIdAllocator(self.metadata))
+            except BaseException:
+                await self.metadata.close()
+                raise
+            return
+        try:
             if self._given_store is not None:
                 self.store = self._given_store
             elif s.ledger_store.url.shared:
-                self.store = await self._open_object_store()
+                self.store = await self._open_object_store(None)
             else:
                 self.store = await self._open_embedded_store()
         except OSError as exc:
@@ -251,10 +325,17 @@ class Standalone:
             plan.arm(fail_probability=s.storage_delete_failure_probability)
             self.store = FaultyLedgerStore(self.store, plan)
         try:
+            await self._open_metadata_checked(where)
+        except BaseException:
+            await self.store.close()
+            raise
+
+    async def _open_metadata_checked(self, where: str) -> None:
+        try:
             self.metadata = self._given_metadata or await self._open_metadata()
         except (OSError, sqlite3.Error, MetadataError) as exc:
-            await self.store.close()
-            raise StartupError(f"cannot open the metadata store ({s.metadata.store_url or where}): {exc}") from exc
+            raise StartupError(f"cannot open the metadata store ({self.settings.metadata.store_url or where}): "
+                               f"{exc}") from exc
 
     async def _open_metadata(self) -> MetadataStore:
         s = self.settings
@@ -324,6 +405,8 @@ class Standalone:
         self._reclaim = asyncio.get_running_loop().create_task(service.reclaim_orphans(self.metadata))
 
     async def stop(self) -> None:
+        if self.cluster is not None:  # while clients are still connected: they are told where each bundle went
+            await cluster_app.leave(self.cluster)
         if self.binary is not None:
             await self.binary.stop()
         if self._reloader is not None:
@@ -340,10 +423,15 @@ class Standalone:
             await self.coordinators.close()
         if self._broker_built:
             await stop_broker(self.broker)
+        if self.cluster is not None:
+            await cluster_app.close(self.cluster)
+        if self._handoff is not None:
+            await self._handoff.close()
         for name in ("runner", "ledgers", "store", "offload_store", "metadata"):
             part = getattr(self, name, None)
             if part is not None:
                 await (part.cleanup() if name == "runner" else part.close())
+        self._data_dir_lock.release()
         log.info("stopped cleanly")
 
 

@@ -1,6 +1,6 @@
 """The ``magnetar`` command line: one parser, one verb per command module.
 
-``standalone`` (``cli/standalone.py``), ``admin`` and its verb families (``cli/admin/``), ``perf`` (the
+``standalone`` and ``broker`` (``cli/standalone.py``), ``admin`` and its verb families (``cli/admin/``), ``perf`` (the
 ``magnetar.perf`` package wires its own flags), ``tokens`` (``cli/tokens.py``), ``spark``
 (``cli/spark.py``) and ``initialize-cluster-metadata`` (``cli/cluster_init.py``). A new command adds a
 (parser, runner) pair to ``_COMMANDS``.
@@ -16,7 +16,12 @@ from magnetar import __version__
 from magnetar.cli.admin import add_admin_parser, run_admin
 from magnetar.cli.cluster_init import add_cluster_init_parser, run_cluster_init
 from magnetar.cli.spark import add_spark_parser, run_spark
-from magnetar.cli.standalone import add_standalone_parser, run_standalone_command
+from magnetar.cli.standalone import (
+    add_broker_parser,
+    add_standalone_parser,
+    run_broker_command,
+    run_standalone_command,
+)
 from magnetar.cli.tokens import add_tokens_parser, run_tokens
 from magnetar.perf import add_perf_parser, run_perf
 
@@ -24,6 +29,7 @@ __all__ = ["main"]
 
 _COMMANDS: dict[str, tuple[Callable[[Any], object], Callable[[argparse.Namespace], int]]] = {
     "standalone": (add_standalone_parser, run_standalone_command),
+    "broker": (add_broker_parser, run_broker_command),
     "admin": (add_admin_parser, run_admin),
     "perf": (add_perf_parser, run_perf),
     "tokens": (add_tokens_parser, run_tokens),

@@ -1,4 +1,4 @@
-"""Start and stop the real ``magnetar standalone`` process for integration tests.
+"""Start and stop the real ``magnetar standalone`` (or ``magnetar broker``) process for integration tests.
 
 The process binds port 0 and logs its real ports in its ready line; we wait for that line (bounded),
 never on sleeps. Its log is drained in a thread and kept so tests can assert on it.
@@ -25,15 +25,18 @@ STOP_TIMEOUT_S = 30.0
 class BrokerProcess:
     def __init__(
         self, data_dir: Path, *, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
-        cwd: Path | None = None,
+        cwd: Path | None = None, command: str = "standalone", port: int = 0, web_port: int = 0,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         self.data_dir = data_dir
         self.cwd = cwd  # where relative paths in settings resolve (default: the test's own directory)
+        self.command = command
+        self.start_timeout_s = start_timeout_s
         self.extra_args = extra_args
         self.env = env or {}
         self.proc: subprocess.Popen[str] | None = None
-        self.port = 0
-        self.web_port = 0
+        self.port = port
+        self.web_port = web_port
         self.log_lines: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._log_changed = threading.Condition()
@@ -49,7 +52,7 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         cmd = [
-            sys.executable, "-m", "magnetar.cli", "standalone",
+            sys.executable, "-m", "magnetar.cli", self.command,
             "--data-dir", str(self.data_dir),
             "--bind-address", "127.0.0.1",
             "--broker-port", str(self.port), "--web-port", str(self.web_port),
@@ -63,12 +66,13 @@ class BrokerProcess:
         threading.Thread(target=self._drain, args=(self.proc, self._lines), daemon=True).start()
         while True:
             try:
-                line = self._lines.get(timeout=START_TIMEOUT_S)
+                line = self._lines.get(timeout=self.start_timeout_s)
             except queue.Empty:
                 self.kill()
-                raise RuntimeError("magnetar standalone did not become ready:\n" + "".join(self.log_lines)) from None
+                raise RuntimeError(
+                    f"magnetar {self.command} did not become ready:\n" + "".join(self.log_lines)) from None
             if line is None:
-                raise RuntimeError("magnetar standalone exited during start:\n" + "".join(self.log_lines))
+                raise RuntimeError(f"magnetar {self.command} exited during start:\n" + "".join(self.log_lines))
             match = READY.search(line)
             if match:
                 self.port, self.web_port = int(match.group(1)), int(match.group(2))

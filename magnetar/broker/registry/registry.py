@@ -41,6 +41,7 @@ log = logging.getLogger("magnetar.broker")
 
 #: a get that finds its topic closing waits for the close and looks again, at most this often
 CLOSED_WHILE_LOADING_MAX = 16
+UNLOADS_PARALLEL_MAX = 16  # topics of one bundle closed at once
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +126,13 @@ class TopicRegistry:
             await self._ownership.check_owned(topic)
             if key in self._loaded or key in self._loading:
                 continue  # loaded (or being loaded) while ownership was checked
-            return await self._load_once(key, topic, create)
+            loaded = await self._load_once(key, topic, create)
+            try:  # its bundle may have moved away while it loaded: then it is not served here
+                await self._ownership.check_owned(topic)
+            except ServiceNotReady:
+                await self._close(loaded, CloseReason.MOVING)
+                raise
+            return loaded
         raise ServiceNotReady(f"Topic {topic} keeps closing while it loads: look it up again")
 
     async def _load_once(self, key: str, topic: TopicName, create: bool) -> PersistentTopic:
@@ -176,14 +183,31 @@ class TopicRegistry:
 
     # ---- closing -------------------------------------------------------------------------------------
 
-    async def unload(self, topic: TopicName) -> bool:
-        """Close the loaded topic (clients look it up again and reconnect); False if it was not loaded."""
+    async def unload(self, topic: TopicName, *, assigned_url: str | None = None) -> bool:
+        """Close the loaded topic (clients look it up again and reconnect, or go to ``assigned_url``: the broker
+        it moves to); False if it was not loaded."""
         loaded = self._loaded.get(str(topic))
         if loaded is None:
             return False
-        await self._close(loaded, CloseReason.MOVING)
+        await self._close(loaded, CloseReason.MOVING, assigned_url=assigned_url)
         log.info("unloaded topic %s", topic)
         return True
+
+    async def unload_where(self, matches: Callable[[TopicName], bool], *, assigned_url: str | None = None,
+                           parallel_max: int = UNLOADS_PARALLEL_MAX) -> int:
+        """Unload every loaded topic ``matches`` accepts (a bundle moving away); returns how many."""
+        gate = asyncio.Semaphore(parallel_max)
+
+        async def one(topic: PersistentTopic) -> None:
+            async with gate:
+                try:
+                    await self.unload(topic.name, assigned_url=assigned_url)
+                except Exception:  # one topic failing to close must not keep the others open
+                    log.exception("failed to unload topic %s", topic.name)
+
+        chosen = [t for t in self.topics() if matches(t.name)]
+        await asyncio.gather(*(one(t) for t in chosen))
+        return len(chosen)
 
     async def delete(self, topic: TopicName, *, force: bool) -> bool:
         """Delete a topic with its data, loaded or not (PreconditionFailed while it has clients and not
@@ -218,7 +242,8 @@ class TopicRegistry:
             except Exception:
                 log.exception("failed to close topic %s", topic.name)
 
-    async def _close(self, topic: PersistentTopic, reason: CloseReason, *, disconnect: bool = True) -> None:
+    async def _close(self, topic: PersistentTopic, reason: CloseReason, *, disconnect: bool = True,
+                     assigned_url: str | None = None) -> None:
         key = str(topic.name)
         if not topic.begin_closing(reason):
             closing = self._closing.get(key)
@@ -230,7 +255,7 @@ class TopicRegistry:
         try:
             if disconnect:
                 try:
-                    await topic.disconnect_clients(consumers=True)
+                    await topic.disconnect_clients(consumers=True, assigned_url=assigned_url)
                 except Exception:  # the teardown runs all the same: a topic never stays half closed
                     log.exception("%s: closing its clients failed", topic.name)
             await self._teardown(topic, reason)

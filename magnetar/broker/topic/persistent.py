@@ -382,7 +382,7 @@ class PersistentTopic:
         producers = [*self.producers.values(), *self.access.waiting]
         for producer in producers:
             producer.fenced = True  # refused from now on; closed once its accepted sends are answered
-        task = asyncio.get_running_loop().create_task(self._close_producers(producers))
+        task = asyncio.get_running_loop().create_task(self._close_producers(producers, None))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -534,24 +534,27 @@ class PersistentTopic:
 
     # ---- admin: unload, delete, terminate (the admin API calls these) --------------------------------
 
-    async def _close_producers(self, producers: list[Producer]) -> None:
+    async def _close_producers(self, producers: list[Producer], assigned_url: str | None) -> None:
+        for producer in producers:
+            producer.closing = True  # what was accepted is answered; what comes now is resent elsewhere
         for producer in producers:
             await producer.wait_pending()
             self.remove_producer(producer)
-            producer.endpoint.send_frame(proto.encode_command(proto.commands.close_producer(producer.producer_id, -1)))
+            producer.endpoint.send_frame(proto.encode_command(
+                proto.commands.close_producer(producer.producer_id, -1, assigned_broker_url=assigned_url)))
             producer.endpoint.forget_producer(producer.producer_id)
 
-    async def disconnect_clients(self, *, consumers: bool) -> None:
+    async def disconnect_clients(self, *, consumers: bool, assigned_url: str | None = None) -> None:
         """Close every producer (and consumer, if asked) from the broker side: the clients look the topic
-        up again and reconnect, as after a Pulsar unload. Sends already accepted are answered first."""
-        await self._close_producers([*self.producers.values(), *self.access.waiting])
+        up again and reconnect, as after a Pulsar unload, or go straight to ``assigned_url`` (PIP-307: the
+        broker the topic moves to). Sends already accepted are answered first."""
+        await self._close_producers([*self.producers.values(), *self.access.waiting], assigned_url)
         if not consumers:
             return
         for sub in list(self.subscriptions.values()):
             for consumer in sub.consumers:
-                consumer.endpoint.send_frame(
-                    proto.encode_command(proto.commands.close_consumer(consumer.consumer_id, -1))
-                )
+                consumer.endpoint.send_frame(proto.encode_command(
+                    proto.commands.close_consumer(consumer.consumer_id, -1, assigned_broker_url=assigned_url)))
                 await self.remove_consumer(consumer)
                 consumer.endpoint.forget_consumer(consumer.consumer_id)
 

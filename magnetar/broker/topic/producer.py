@@ -64,6 +64,9 @@ class Producer:
     closed: bool = False
     fenced: bool = False
     ready: bool = False  # admitted (PIP-68): a queued WaitForExclusive producer may not publish yet
+    # the broker is closing it (an unload, a move): sends from now on are dropped unanswered, not stored, so
+    # nothing is receipted after its CLOSE_PRODUCER; the client resends them where it reconnects
+    closing: bool = False
     _in_flight: deque[_InFlight] = field(default_factory=deque)
 
     @property

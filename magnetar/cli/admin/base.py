@@ -20,6 +20,7 @@ from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.cli.admin.connection import AdminConnection
 
 TIMEOUT_S = 30.0
+REDIRECTS_MAX = 20  # pulsar-admin's clients follow as many
 RESPONSE_BYTES_MAX = 64 * 1024 * 1024
 UNITS_MIN = {"m": 1, "h": 60, "d": 1440, "w": 10080, "y": 525600}
 UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -48,23 +49,39 @@ class HttpError(Exception):
 
 
 def request(conn: AdminConnection, call: Call) -> tuple[int, bytes, dict[str, str]]:
+    """One admin call; a 307/308 (the broker that owns the topic or bundle is another one) is followed with
+    the same method and body, as pulsar-admin does, at most ``REDIRECTS_MAX`` times."""
     url = conn.url.rstrip("/") + call.path
     if call.query:
         url += "?" + urllib.parse.urlencode(call.query)
     data = json.dumps(call.body).encode() if call.body is not None else None
-    req = urllib.request.Request(url, data=data, method=call.method, headers=conn.headers)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=conn.context) as resp:
-            return resp.status, resp.read(RESPONSE_BYTES_MAX), dict(resp.headers.items())
-    except urllib.error.HTTPError as exc:
-        body = exc.read(RESPONSE_BYTES_MAX)
+    opener = urllib.request.build_opener(_KeepMethodRedirects(), urllib.request.HTTPSHandler(context=conn.context))
+    for _ in range(REDIRECTS_MAX + 1):
+        req = urllib.request.Request(url, data=data, method=call.method, headers=conn.headers)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
         try:
-            reason = str(json.loads(body).get("reason", body.decode(errors="replace")))
-        except (ValueError, AttributeError):
-            reason = body.decode(errors="replace") or exc.reason
-        raise HttpError(exc.code, reason) from None
+            with opener.open(req, timeout=TIMEOUT_S) as resp:
+                return resp.status, resp.read(RESPONSE_BYTES_MAX), dict(resp.headers.items())
+        except urllib.error.HTTPError as exc:
+            location = exc.headers.get("Location") if exc.code in (307, 308) else None
+            if location:
+                url = urllib.parse.urljoin(url, location)
+                continue
+            body = exc.read(RESPONSE_BYTES_MAX)
+            try:
+                reason = str(json.loads(body).get("reason", body.decode(errors="replace")))
+            except (ValueError, AttributeError):
+                reason = body.decode(errors="replace") or exc.reason
+            raise HttpError(exc.code, reason) from None
+    raise HttpError(508, f"more than {REDIRECTS_MAX} redirects")
+
+
+class _KeepMethodRedirects(urllib.request.HTTPRedirectHandler):
+    """307/308 come back to :func:`request`, which repeats the call there with its method and body."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 # ---- names and values --------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from magnetar.cli.admin.base import (
     amount,
     ns_path,
     retention_body,
+    split_list,
     topic_path,
 )
 
@@ -68,6 +69,28 @@ def _lookup(a: argparse.Namespace) -> Call:
     return Call("GET", topic_path(a.topic).replace("/admin/v2/", "/lookup/v2/topic/", 1))
 
 
+BUNDLE_OPTION: Spec = (("-b", "--bundle"), {"default": "", "help": "one bundle, 0xLOWER_0xUPPER"})
+
+
+def _unload(a: argparse.Namespace) -> Call:
+    if not a.bundle:
+        return Call("PUT", ns_path(a.namespace) + "/unload")
+    query = {"destinationBroker": a.destinationBroker} if a.destinationBroker else None
+    return Call("PUT", f"{ns_path(a.namespace)}/{a.bundle}/unload", query=query)
+
+
+def _split(a: argparse.Namespace) -> Call:
+    query = {"unload": "true" if a.unload else "false"}
+    if a.split_algorithm_name:
+        query["splitAlgorithmName"] = a.split_algorithm_name
+    body = split_list(a.split_boundaries) or None
+    return Call("PUT", f"{ns_path(a.namespace)}/{a.bundle}/split", body=body, query=query)
+
+
+def _bundle_range(a: argparse.Namespace) -> Call:
+    return Call("GET", topic_path(a.topic).replace("/admin/v2/", "/lookup/v2/topic/", 1) + "/bundle")  # text
+
+
 def policy_verbs() -> list[Verb]:
     def ns(a: argparse.Namespace) -> str:
         return ns_path(a.namespace)
@@ -78,8 +101,22 @@ def policy_verbs() -> list[Verb]:
     return [
         *_level_verbs("namespaces", NS, ns),
         *_level_verbs("topics", TOPIC, tp),
-        Verb("namespaces", ("unload",), (NS,), lambda a: Call("PUT", ns(a) + "/unload"),
-             "unload every loaded topic of the namespace"),
+        Verb("namespaces", ("unload",), (NS, BUNDLE_OPTION, (("-d", "--destinationBroker"), {"default": ""})),
+             _unload, "unload the namespace, or one bundle (a cluster moves it to another broker)"),
+        Verb("namespaces", ("bundles",), (NS,), lambda a: Call("GET", ns(a) + "/bundles"),
+             "the namespace's bundles (boundaries)"),
+        Verb("namespaces", ("split-bundle",), (
+            NS, (("-b", "--bundle"), {"required": True, "help": "0xLOWER_0xUPPER"}),
+            (("-u", "--unload"), {"action": "store_true", "help": "unload the pieces after the split"}),
+            (("-san", "--split-algorithm-name"), {"default": "", "help": "range_equally_divide (default), "
+                                                  "topic_count_equally_divide, specified_positions_divide"}),
+            (("--split-boundaries",), {"default": "", "help": "positions for specified_positions_divide"})),
+            _split, "split a bundle"),
+        Verb("topics", ("bundle-range",), (TOPIC,), _bundle_range, "the namespace bundle the topic belongs to"),
+        Verb("brokers", ("namespaces",), ((("cluster",), {}), (("--url",), {"required": True,
+                                                                             "help": "the broker, host:port"})),
+             lambda a: Call("GET", f"/admin/v2/brokers/{a.cluster}/{a.url}/ownedNamespaces"),
+             "the bundles a broker owns"),
         Verb("topics", ("set-retention",), (TOPIC, *RETENTION), lambda a: Call("POST", tp(a) + "/retention",
                                                                              retention_body(a)), "set retention"),
         Verb("topics", ("get-retention",), (TOPIC,), lambda a: Call("GET", tp(a) + "/retention"), "get retention"),

@@ -14,6 +14,7 @@ from magnetar.broker.parts import Broker
 from magnetar.server.auth import SecurityContext
 from magnetar.server.auth.http import auth_middleware
 from magnetar.server.http.admin import add_admin_routes, error_middleware
+from magnetar.server.http.owner_redirect import owner_redirect_middleware
 from magnetar.server.http.routes import BODY_BYTES_MAX, BODY_TIMEOUT_KEY
 from magnetar.server.metrics.registry import broker_registry
 
@@ -26,6 +27,7 @@ def web_app(broker: Broker, security: SecurityContext | None = None) -> web.Appl
     middlewares: list[Middleware] = [error_middleware]
     if security is not None and (security.authn is not None or security.authz is not None):
         middlewares.append(auth_middleware(security))  # inside error_middleware: handlers' errors still map
+    middlewares.append(owner_redirect_middleware(broker))  # after authentication: a redirect tells nothing
     if security is not None and security.authn is not None:
         registry.register(security.authn.collector())
 

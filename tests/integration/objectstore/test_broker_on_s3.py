@@ -165,6 +165,23 @@ def test_a_missing_bucket_is_named_at_startup(tmp_path: Path, moto: MotoServer, 
     assert "no-such-bucket" in broker.log_text()
 
 
+def test_a_second_broker_on_the_same_data_directory_is_refused(
+    tmp_path: Path, moto: MotoServer, bucket: str, prefix: str
+) -> None:
+    """The ledgers are in the bucket, yet the data directory still holds the broker's own state (its SQLite
+    metadata here): a second process on it is refused, naming the directory, as with the embedded store."""
+    first = s3_broker(tmp_path / "data", moto.endpoint, prefix).start()
+    try:
+        second = s3_broker(tmp_path / "data", moto.endpoint, prefix)
+        with pytest.raises(RuntimeError, match="exited during start"):
+            second.start()
+        assert "is in use by another magnetar process" in second.log_text(), second.log_text()
+    finally:
+        first.kill()
+    again = s3_broker(tmp_path / "data", moto.endpoint, prefix).start()  # the lock went with the process
+    again.stop()
+
+
 def test_deleting_a_topic_deletes_its_objects(tmp_path: Path, moto: MotoServer, bucket: str, prefix: str) -> None:
     broker = s3_broker(tmp_path / "data", moto.endpoint, prefix, "--set", "managedLedgerMaxEntriesPerLedger=5").start()
     name = f"gone-{uuid.uuid4().hex[:8]}"

@@ -108,6 +108,8 @@ def on_send(conn: Session, cmd: proto.pb.BaseCommand, payload: memoryview | None
     if producer is None:
         _fail(conn, req.producer_id, req.sequence_id, NotAllowed("Producer is not connected"))
         return
+    if producer.closing:  # the broker is closing it: the client resends this where it reconnects
+        return
     topic = conn.broker.registry.loaded.get(producer.topic_name)
     if topic is None or producer.closed:
         producer.track(req.sequence_id, highest, failed_publish(ServiceNotReady("Producer is closed")))

@@ -10,6 +10,7 @@ from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.parts import Broker
 from magnetar.server.http.admin.brokers import broker_routes
+from magnetar.server.http.admin.bundles import bundle_routes
 from magnetar.server.http.admin.deletion import deletion_routes
 from magnetar.server.http.admin.nonpersistent import non_persistent_routes
 from magnetar.server.http.admin.openapi import openapi_document
@@ -36,7 +37,8 @@ def admin_routes(broker: Broker, rates: RateTracker) -> list[Route]:
             *permission_routes(admin), *coordinator_routes(broker), *schema_routes(broker.schemas),
             *txn_topic_routes(admin), *deletion_routes(broker), *lookup_routes(broker),
             *replication_routes(admin), *non_persistent_routes(broker),
-            *broker_routes(admin), *namespace_policy_routes(admin), *topic_policy_routes(admin)]
+            *broker_routes(admin), *namespace_policy_routes(admin), *topic_policy_routes(admin),
+            *bundle_routes(admin)]
 
 
 def add_admin_routes(app: web.Application, broker: Broker, rates: RateTracker) -> None:

@@ -86,11 +86,6 @@ def namespace_policy_routes(admin: BrokerAdmin) -> list[Route]:
         await admin.set_policy(_ns(req), "backlog_quota_map", None)
         return no_content()
 
-    async def unload(req: web.Request) -> web.Response:
-        await admin.policies(_ns(req))  # 404 for an unknown namespace
-        await unload_namespace(admin, _ns(req))
-        return no_content()
-
     return [
         Route("GET", NS + "/deduplication", get_dedup, "Get the namespace's deduplication", "namespaces",
               result={"type": "boolean", "nullable": True}),
@@ -102,7 +97,6 @@ def namespace_policy_routes(admin: BrokerAdmin) -> list[Route]:
         Route("POST", NS + "/backlogQuota", set_quota, "Set a backlog quota", "namespaces", ok=204, body=_ANY,
               body_required=True, query={"backlogQuotaType": {"type": "string"}}),
         Route("DELETE", NS + "/backlogQuota", remove_quota, "Remove the backlog quota", "namespaces", ok=204),
-        Route("PUT", NS + "/unload", unload, "Unload every loaded topic of the namespace", "namespaces", ok=204),
     ]
 
 
