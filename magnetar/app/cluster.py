@@ -4,7 +4,8 @@
   before a topic loads.
 - A bundle that moves away or is lost closes its topics through the topic registry (``unload_where``): their
   ledgers are sealed and cursors written, their clients told where the bundle went (PIP-307).
-- The load report counts the registry's topics, producers and consumers and lists the bundles owned.
+- The load report counts the registry's topics, producers and consumers, gives the broker's message and byte
+  rates in and out (over the last 10 s, as topic stats measure them) and lists the bundles owned.
 - A transfer tells the destination over HTTP to take the bundle (``server/http/handoff.py``).
 - Joining happens once the ports are bound (the registration carries the URLs); leaving (SIGTERM) unregisters
   first (the leader stops choosing this broker), then moves every bundle elsewhere, then closes.
@@ -19,6 +20,7 @@ import os
 
 from magnetar import __version__
 from magnetar.broker.admin.bundles import in_bundle
+from magnetar.broker.admin.stats import RateTracker
 from magnetar.broker.cluster.bundle_owner import ClusterOwnership
 from magnetar.broker.cluster.bundles import BundleRange
 from magnetar.broker.cluster.members import Members
@@ -42,12 +44,20 @@ def build_cluster(store: CoordinationStore, clock: Clock, *, default_bundles: in
     return ClusterParts(members, ownership, BundleMoves(ownership))
 
 
-def _load(registry: TopicRegistry, ownership: ClusterOwnership) -> Load:
+def _load(registry: TopicRegistry, ownership: ClusterOwnership, rates: RateTracker) -> Load:
     topics = registry.topics()
+    subscriptions = [s for t in topics for s in t.subscriptions.values()]
+    msg_out = sum(s.msg_out_counter + sum(c.msg_out_counter for c in s.consumers) for s in subscriptions)
+    bytes_out = sum(s.bytes_out_counter + sum(c.bytes_out_counter for c in s.consumers) for s in subscriptions)
+    # sums over the loaded topics: a topic leaving makes them drop, and the tracker then measures afresh
     return Load(
         topics=len(topics),
         producers=sum(len(t.producers) for t in topics),
-        consumers=sum(len(s.consumers) for t in topics for s in t.subscriptions.values()),
+        consumers=sum(len(s.consumers) for s in subscriptions),
+        msg_rate_in=rates.rate("in|msg", sum(t.msg_in_counter for t in topics)),
+        msg_rate_out=rates.rate("out|msg", msg_out),
+        throughput_in=rates.rate("in|bytes", sum(t.bytes_in_counter for t in topics)),
+        throughput_out=rates.rate("out|bytes", bytes_out),
         cpu_percent=100.0 * os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 0.0,
         bundles=ownership.serving_names(),
     )
@@ -62,7 +72,8 @@ def wire(cluster: ClusterParts, broker: Broker, handoff: Handoff | None) -> None
                  f", clients sent to {assigned.pulsar}" if assigned else "")
 
     cluster.ownership.close_bundle = close_bundle
-    cluster.members.load = lambda: _load(registry, cluster.ownership)
+    rates = RateTracker(broker.clock)
+    cluster.members.load = lambda: _load(registry, cluster.ownership, rates)
     cluster.moves.handoff = handoff
 
 

@@ -111,11 +111,13 @@ class ClusterHarness:
         return self
 
     def _initialize_metadata(self) -> None:
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-m", "magnetar.cli", "initialize-cluster-metadata", "--cluster", CLUSTER,
              "--metadata-store", self.zk.url(self.chroot)],
-            check=True, capture_output=True, timeout=120,
+            capture_output=True, text=True, timeout=120,
         )
+        if done.returncode != 0:
+            raise RuntimeError(f"initialize-cluster-metadata exited {done.returncode}:\n{done.stderr}")
 
     def _node(self, name: str) -> Node:
         zk_proxy = TcpProxy(self.zk.port).start()

@@ -1,6 +1,7 @@
 """Three cluster brokers in one process, driven over the wire: lookups agree and converge, only the owner takes
 producers, an unload hands producers to the destination (PIP-307), and two brokers that both believe they own
-a topic cannot both acknowledge: the fence in the ledger store refuses the old owner's appends."""
+a topic cannot both acknowledge: the fence in the ledger store refuses the old owner's appends; the load
+report a broker registers gives its rates."""
 
 from __future__ import annotations
 
@@ -109,3 +110,21 @@ async def test_two_brokers_believing_they_own_a_topic_cannot_both_acknowledge(cl
     await writer.expect(T.SEND_RECEIPT)
     second = await consumer.expect(T.MESSAGE)
     assert second.payload is not None and bytes(proto.entry_payload(second.payload)) == b"after"
+
+
+async def test_the_load_report_gives_the_brokers_rates(cluster: Cluster) -> None:
+    topic = "persistent://public/default/rates-0"
+    owner = cluster.by_url((await lookup(cluster, topic, cluster.brokers[0].broker_port or 0))[0])
+    assert owner.cluster is not None
+    members = owner.cluster.members
+    assert members.report().load.msg_rate_in == 0.0  # the first report is the rates' baseline
+    peer = await WirePeer.connect(owner.broker_port or 0)
+    name = await create_producer(peer, topic, name="rates")
+    for i in range(5):
+        peer.send(proto.commands.send(1, i), entry(i, b"x" * 100, producer=name))
+        await peer.expect(T.SEND_RECEIPT)  # each waits for its chunk's flush: time passes between the reports
+    load = members.report().load
+    assert load.topics >= 1 and load.producers == 1
+    assert load.msg_rate_in > 0 and load.throughput_in >= 100 * load.msg_rate_in
+    assert f"public/default/{(await owner.broker.ownership.bundle_of(TopicName.parse(topic))).name}" in load.bundles
+    await peer.close()
