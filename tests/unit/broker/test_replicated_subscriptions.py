@@ -100,6 +100,39 @@ async def _skip_rules() -> None:
     assert not ctrl.pending and world.totals.timedout == 1
 
 
+def test_a_snapshot_is_in_progress_until_its_marker_is_written() -> None:
+    asyncio.run(_in_progress_until_written())
+
+
+async def _in_progress_until_written() -> None:
+    """Between b's answer and the persisted SNAPSHOT marker a snapshot is neither pending an answer nor
+    completed: it still counts as in progress (the pending-snapshots metric), so started = completed +
+    timed out + in progress at every moment."""
+    world = World(1, ("a", "b"))
+    await world.subscribe(world.clusters["a"])
+    ctrl = world.clusters["a"].controller
+    written = asyncio.Event()
+
+    async def snapshot_waits(topic: object, data: bytes) -> Position:
+        if proto.parse_entry_metadata(data).marker_type == codec.SNAPSHOT:
+            await written.wait()
+        return await world.publish(topic, data)  # type: ignore[arg-type]
+
+    ctrl._publish = snapshot_waits
+    ctrl.tick()
+    await world.settle()
+    world.step_copy()  # the request to b
+    await world.settle()
+    assert ctrl.in_progress == 1 and len(ctrl.pending) == 1
+    world.step_copy()  # b's response: complete, its SNAPSHOT marker being written
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not ctrl.pending and ctrl.in_progress == 1 and world.totals.completed == 0
+    written.set()
+    await world.settle()
+    assert ctrl.in_progress == 0 and world.totals.completed == 1 and world.totals.timedout == 0
+
+
 def test_a_malformed_marker_from_a_peer_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
     world = _world()
     metadata = proto.pb.MessageMetadata(producer_name="x", sequence_id=1, publish_time=1,

@@ -66,6 +66,7 @@ class TopicController:
         self._timeout_ms = timeout_s * 1000
         self._max_cached = max_cached
         self.pending: dict[str, PendingSnapshot] = {}
+        self.completing = 0  # answered snapshots whose SNAPSHOT marker is being written: still in progress
         self.completed_once = False
         self.marker_copies_in = 0
         self._data_at_last_start = -1
@@ -219,10 +220,21 @@ class TopicController:
             del self.pending[sid]
             self._spawn(self._complete(pending))
 
+    @property
+    def in_progress(self) -> int:
+        """Snapshots started and not yet completed or timed out. A snapshot leaves this count in the same step
+        as it enters the completed or the timed-out total, so started = completed + timed out + in progress
+        (less any whose SNAPSHOT marker could not be written: dropped, with the write's error logged)."""
+        return len(self.pending) + self.completing
+
     async def _complete(self, pending: PendingSnapshot) -> None:
         snap = pending.snapshot()
-        await self._write(codec.SNAPSHOT, codec.snapshot(snap.snapshot_id, snap.local, snap.clusters),
-                          (self.local_cluster,))
+        self.completing += 1
+        try:
+            await self._write(codec.SNAPSHOT, codec.snapshot(snap.snapshot_id, snap.local, snap.clusters),
+                              (self.local_cluster,))
+        finally:
+            self.completing -= 1
         # complete only once persisted
         self.completed_once = True
         self._data_at_last_start = max(self._data_at_last_start, pending.data_mark)

@@ -118,7 +118,7 @@ class ReplicatedSubscriptions(TopicListener):
                     self._busy.discard(ctrl)
 
     def pending_snapshots(self) -> int:
-        return sum(len(c.pending) for c in self.controllers())
+        return sum(c.in_progress for c in self.controllers())
 
     def controllers(self) -> list[TopicController]:
         return list(self._controllers.values())
