@@ -59,6 +59,9 @@ class FakeRegistry:
         self.ended.add(txn)
         self.decided[txn] = action
 
+    def owner_of(self, txn: TxnId) -> str | None:
+        return None  # opened without authentication: anyone may use it
+
     def check_decided(self, txn: TxnId, action: TxnAction) -> None:
         if txn not in self.partitions:
             raise TransactionNotFound(f"Transaction {txn} not found")

@@ -14,6 +14,7 @@ Invariants (checked as answers arrive, after every recovery, and once the recove
 * a transaction answered as opened, never asked to end and never past its deadline, survives any crash with
   its deadline and at least its answered registrations (and nothing never asked for);
 * an answered end survives: the transaction is finished after any crash;
+* the role that opened a transaction (its owner, or none) is the one it has after any crash;
 * once recovery settled, no transaction is left ending, and every transaction a participant heard of has
   reached all its answered registrations; no transaction id is handed out twice.
 
@@ -69,6 +70,7 @@ class TxnModel:
     maybe_subscriptions: set[tuple[str, str]] = field(default_factory=set)
     ended: TxnAction | None = None  # answered end
     end_asked: bool = False  # some end was asked for (its answer may be unknown)
+    owner: str | None = None  # the role that opened it (None: no authentication)
 
 
 class SimParticipants:
@@ -252,11 +254,12 @@ class TxnSimulation(SeedTrace):
 
     async def op_new(self) -> None:
         ttl = self.rng.choice([300, 1_000, 5_000, 60_000])
+        owner = self.rng.choice([None, "alice", "bob"])
 
         async def go() -> None:
             self.news_inflight += 1
             try:
-                txn = await self.service_now().new_txn(0, ttl)
+                txn = await self.service_now().new_txn(0, ttl, owner)
             except BrokerError as exc:
                 self.note(f"new failed: {exc!r}")
                 return
@@ -265,8 +268,8 @@ class TxnSimulation(SeedTrace):
             if txn in self.ids_seen:
                 raise self.fail(f"transaction id {txn} handed out twice")
             self.ids_seen.add(txn)
-            self.txns[txn] = TxnModel(txn, self.tc.get(txn).timeout_at_ms)
-            self.note(f"new {txn} ttl {ttl}")
+            self.txns[txn] = TxnModel(txn, self.tc.get(txn).timeout_at_ms, owner=owner)
+            self.note(f"new {txn} ttl {ttl} owner {owner}")
 
         self.spawn(go())
 
@@ -462,6 +465,8 @@ class TxnSimulation(SeedTrace):
             if model.ended is None and not model.end_asked and model.deadline_ms > self.clock.now_ms():
                 if meta is None or meta.status is not TxnStatus.OPEN or meta.timeout_at_ms != model.deadline_ms:
                     raise self.fail(f"open {model.txn} lost or changed by recovery: {meta}")
+                if meta.owner != model.owner:
+                    raise self.fail(f"{model.txn} opened by {model.owner!r} recovered owned by {meta.owner!r}")
                 if not model.partitions <= set(meta.partitions) <= model.partitions | model.maybe_partitions:
                     raise self.fail(f"{model.txn} partitions {set(meta.partitions)} vs answered {model.partitions}")
                 subs = set(meta.subscriptions)

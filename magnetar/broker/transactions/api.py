@@ -80,6 +80,12 @@ class TxnRegistry(Protocol):
 
     def check_ack(self, txn: TxnId, topic: str, subscription: str) -> None: ...
 
+    def owner_of(self, txn: TxnId) -> str | None:
+        """The role that opened ``txn`` (None: opened without authentication, anyone may use it);
+        :class:`TransactionNotFound` for an unknown or finished transaction, :class:`CoordinatorNotFound` when
+        its coordinator is not here."""
+        ...
+
     def check_decided(self, txn: TxnId, action: TxnAction) -> None:
         """An END_TXN_ON_PARTITION / _SUBSCRIPTION from the wire may end ``txn`` only as its coordinator
         decided: :class:`TransactionNotFound` unless the transaction is ending here, :class:`InvalidTxnStatus`

@@ -71,6 +71,7 @@ class TxnMeta:
     positions: list[RecordPosition] = field(default_factory=list)  # its log records, released when it finishes
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     modified_ms: int = 0
+    owner: str | None = None  # the role that opened it; None: anyone may use it (no authentication)
 
 
 @dataclass(slots=True)
@@ -135,7 +136,7 @@ class TransactionCoordinator:
         if record.op is Op.NEW:
             self.txns[record.txn] = TxnMeta(
                 record.txn, TxnStatus.OPEN, record.start_time_ms, record.start_time_ms + record.timeout_ms,
-                positions=[position], modified_ms=record.modified_ms,
+                positions=[position], modified_ms=record.modified_ms, owner=record.owner,
             )
             return
         meta = self.txns.get(record.txn)
@@ -166,7 +167,7 @@ class TransactionCoordinator:
             raise TransactionNotFound(f"The transaction {txn} is not found in coordinator {self.tc_id}")
         return meta
 
-    async def new_txn(self, timeout_ms: int) -> TxnId:
+    async def new_txn(self, timeout_ms: int, owner: str | None = None) -> TxnId:
         self._ready()
         if self._max_active > 0 and len(self.txns) >= self._max_active:
             raise NotAllowed(f"Transaction coordinator {self.tc_id} has {len(self.txns)} active transactions, "
@@ -176,9 +177,10 @@ class TransactionCoordinator:
         await self.log.reserve_through(txn.least)
         now = self._clock.now_ms()
         record = TxnLogRecord(op=Op.NEW, txn=txn, new=TxnStatus.OPEN, timeout_ms=timeout_ms, start_time_ms=now,
-                              modified_ms=now)
+                              modified_ms=now, owner=owner)
         position = await self.log.append(record)
-        self.txns[txn] = TxnMeta(txn, TxnStatus.OPEN, now, now + timeout_ms, positions=[position], modified_ms=now)
+        self.txns[txn] = TxnMeta(txn, TxnStatus.OPEN, now, now + timeout_ms, positions=[position], modified_ms=now,
+                                 owner=owner)
         self.counters.created += 1
         return txn
 

@@ -154,11 +154,11 @@ class TransactionCoordinatorService:
         """TC_CLIENT_CONNECT: succeeds once the coordinator is ready."""
         self.coordinator(tc_id)._ready()
 
-    async def new_txn(self, tc_id: int, ttl_ms: int) -> TxnId:
+    async def new_txn(self, tc_id: int, ttl_ms: int, owner: str | None = None) -> TxnId:
         timeout_ms = ttl_ms if ttl_ms > 0 else self.settings.default_timeout_ms
         if self.settings.max_timeout_ms > 0:
             timeout_ms = min(timeout_ms, self.settings.max_timeout_ms)
-        txn = await self.coordinator(tc_id).new_txn(timeout_ms)
+        txn = await self.coordinator(tc_id).new_txn(timeout_ms, owner)
         if self._clock.now_ms() + timeout_ms < self._wake_at_ms:
             self._wake.set()  # the timeout loop sleeps past this deadline: wake it earlier
         return txn
@@ -199,6 +199,9 @@ class TransactionCoordinatorService:
                 f"Subscription {subscription} on {topic} was not added to transaction {txn} "
                 "(ADD_SUBSCRIPTION_TO_TXN first)"
             )
+
+    def owner_of(self, txn: TxnId) -> str | None:
+        return self.coordinator(txn.most).get(txn).owner
 
     def check_decided(self, txn: TxnId, action: TxnAction) -> None:
         tc = self.coordinators.get(txn.most)

@@ -80,6 +80,7 @@ class TxnLogRecord:
     timeout_ms: int = 0
     start_time_ms: int = 0
     modified_ms: int = 0
+    owner: str | None = None  # NEW: the role that opened it (None without authentication)
 
 
 def encode(record: TxnLogRecord) -> bytes:
@@ -98,6 +99,8 @@ def encode(record: TxnLogRecord) -> bytes:
         entry.timeout_ms = record.timeout_ms
         entry.start_time = record.start_time_ms
         entry.max_local_txn_id = record.txn.least
+        if record.owner is not None:
+            entry.owner = record.owner
     entry.last_modification_time = record.modified_ms
     return entry.SerializeToString()
 
@@ -123,6 +126,7 @@ def decode(data: bytes) -> TxnLogRecord:
         timeout_ms=entry.timeout_ms,
         start_time_ms=entry.start_time,
         modified_ms=entry.last_modification_time,
+        owner=entry.owner if entry.HasField("owner") else None,
     )
 
 

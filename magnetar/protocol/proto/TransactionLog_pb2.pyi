@@ -96,6 +96,7 @@ class TransactionMetadataEntry(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     LAST_MODIFICATION_TIME_FIELD_NUMBER: _builtins.int
     MAX_LOCAL_TXN_ID_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     metadata_op: Global___TransactionMetadataEntry.TransactionMetadataOp.ValueType
     txnid_least_bits: _builtins.int
     txnid_most_bits: _builtins.int
@@ -105,6 +106,8 @@ class TransactionMetadataEntry(_message.Message):
     start_time: _builtins.int
     last_modification_time: _builtins.int
     max_local_txn_id: _builtins.int
+    owner: _builtins.str
+    """the role that opened the transaction (NEW; absent without authentication)"""
     @_builtins.property
     def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -123,10 +126,11 @@ class TransactionMetadataEntry(_message.Message):
         start_time: _builtins.int | None = ...,
         last_modification_time: _builtins.int | None = ...,
         max_local_txn_id: _builtins.int | None = ...,
+        owner: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expected_status", b"expected_status", "last_modification_time", b"last_modification_time", "max_local_txn_id", b"max_local_txn_id", "metadata_op", b"metadata_op", "new_status", b"new_status", "start_time", b"start_time", "timeout_ms", b"timeout_ms", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expected_status", b"expected_status", "last_modification_time", b"last_modification_time", "max_local_txn_id", b"max_local_txn_id", "metadata_op", b"metadata_op", "new_status", b"new_status", "owner", b"owner", "start_time", b"start_time", "timeout_ms", b"timeout_ms", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_status", b"expected_status", "last_modification_time", b"last_modification_time", "max_local_txn_id", b"max_local_txn_id", "metadata_op", b"metadata_op", "new_status", b"new_status", "partitions", b"partitions", "start_time", b"start_time", "subscriptions", b"subscriptions", "timeout_ms", b"timeout_ms", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_status", b"expected_status", "last_modification_time", b"last_modification_time", "max_local_txn_id", b"max_local_txn_id", "metadata_op", b"metadata_op", "new_status", b"new_status", "owner", b"owner", "partitions", b"partitions", "start_time", b"start_time", "subscriptions", b"subscriptions", "timeout_ms", b"timeout_ms", "txnid_least_bits", b"txnid_least_bits", "txnid_most_bits", b"txnid_most_bits"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

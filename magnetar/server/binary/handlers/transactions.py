@@ -4,6 +4,10 @@ ADD_SUBSCRIPTION_TO_TXN, END_TXN.
 Each is answered with its own ``*_RESPONSE`` (an error code and message on failure, as the Java client
 expects), never a generic ERROR, and a failure leaves the connection usable. The coordinator writes its log
 before any of these answers. With transactions disabled every command gets TransactionCoordinatorNotFound.
+
+With authentication on, NEW_TXN records the connection's role as the transaction's owner (in the log, so
+it survives a restart); every later command on it (and a transactional SEND or ACK, see ``txn_topic``) must
+come from that role or, with authorization on, a super-user: anyone else gets TransactionNotFound.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from magnetar import protocol as proto
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.transactions.api import CoordinatorNotFound, TxnAction, TxnError, TxnId
+from magnetar.broker.transactions.api import CoordinatorNotFound, TransactionNotFound, TxnAction, TxnError, TxnId
 from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
 from magnetar.server.binary.session import Handler, Session
 
@@ -42,6 +46,23 @@ async def _answer(conn: Session, request_type: int, request_id: int, txn: TxnId 
     conn.send_frame(proto.encode_command(reply))
 
 
+def _authenticated_role(conn: Session) -> str | None:
+    """The owner a NEW_TXN records: the connection's role when authentication is on (Pulsar's principal)."""
+    return conn.auth.role if conn.auth.security.authn is not None else None
+
+
+def require_owner(conn: Session, txn: TxnId, owner: str | None) -> None:
+    """Pulsar's rule: a transaction opened by an authenticated role is used by that role, or by a super-user
+    when authorization is on; anyone else is told it does not exist (TransactionNotFound)."""
+    role = conn.auth.role
+    if owner is None or owner == role:
+        return
+    authz = conn.auth.security.authz
+    if authz is not None and authz.is_super_user(role):
+        return
+    raise TransactionNotFound(f"Client ({role}) is neither the owner of the transaction {txn} nor a super user")
+
+
 def _txn_of(sub: proto.pb.CommandAddPartitionToTxn | proto.pb.CommandAddSubscriptionToTxn
             | proto.pb.CommandEndTxn) -> TxnId:
     return TxnId(sub.txnid_most_bits, sub.txnid_least_bits)
@@ -60,7 +81,8 @@ def on_new_txn(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -
     req = cmd.newTxn
 
     async def work(service: TransactionCoordinatorService) -> TxnId:
-        return await service.new_txn(req.tc_id, req.txn_ttl_seconds)  # milliseconds, as Java sends it
+        # milliseconds, as Java sends it
+        return await service.new_txn(req.tc_id, req.txn_ttl_seconds, _authenticated_role(conn))
 
     return _answer(conn, T.NEW_TXN, req.request_id, None, work)
 
@@ -70,6 +92,7 @@ def on_add_partition(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | N
     txn = _txn_of(req)
 
     async def work(service: TransactionCoordinatorService) -> None:
+        require_owner(conn, txn, service.owner_of(txn))
         await service.add_partitions(txn, list(req.partitions))
 
     return _answer(conn, T.ADD_PARTITION_TO_TXN, req.request_id, txn, work)
@@ -80,6 +103,7 @@ def on_add_subscription(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview 
     txn = _txn_of(req)
 
     async def work(service: TransactionCoordinatorService) -> None:
+        require_owner(conn, txn, service.owner_of(txn))
         await service.add_subscriptions(txn, [(s.topic, s.subscription) for s in req.subscription])
 
     return _answer(conn, T.ADD_SUBSCRIPTION_TO_TXN, req.request_id, txn, work)
@@ -92,6 +116,7 @@ def on_end_txn(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -
     async def work(service: TransactionCoordinatorService) -> None:
         if not req.HasField("txn_action") or int(req.txn_action) not in (0, 1):
             raise TxnError(f"END_TXN for {txn} needs txn_action COMMIT or ABORT")
+        require_owner(conn, txn, service.owner_of(txn))
         await service.end_txn(txn, TxnAction(req.txn_action))
 
     return _answer(conn, T.END_TXN, req.request_id, txn, work)

@@ -28,6 +28,7 @@ from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.pending_ack_log import WHOLE, AckedId
 from magnetar.ledger.api import Position
 from magnetar.ledger.bitset import all_set, words_to_int
+from magnetar.server.binary.handlers.transactions import require_owner
 from magnetar.server.binary.session import Handler, Session
 
 T = proto.pb.BaseCommand
@@ -59,6 +60,7 @@ def send_refusal(
         return NotAllowed("The SEND's transaction id differs from the one in its message metadata")
     try:
         registry.check_produce(txn, topic)
+        require_owner(conn, txn, registry.owner_of(txn))
     except BrokerError as exc:
         return exc
     return None
@@ -111,6 +113,7 @@ async def _txn_ack(
     if registry is None:
         raise NotAllowed(DISABLED)
     registry.check_ack(txn, str(topic.name), sub.name)
+    require_owner(conn, txn, registry.owner_of(txn))
     transactions = transactions_of(topic.txn)
     if transactions is None:
         raise ServiceNotReady(f"Topic {topic.name} has no transaction buffer")
