@@ -2,9 +2,11 @@
 the broker keeps them in (``ledgerStoreUrl=s3://...``) instead of through the broker.
 
 Planning (driver, ``plan_direct``): the broker's internal stats (``admin.url``) list each partition's ledgers.
-Each ledger a range covers becomes a Spark partition of its own (a ``LedgerRange``) when it is sealed and in the
-store: every ledger but the last (the current one, which may still grow), and none offloaded to tiered storage
-with its store copy deleted. What is left, such ledgers and the tail from the current ledger on, is read through
+Each ledger a range covers is read from the store (a ``LedgerRange``) when it is sealed and in the store: every
+ledger but the last (the current one, which may still grow), and none offloaded to tiered storage with its store
+copy deleted; consecutive ledger ranges of a partition make one Spark task (a ``LedgerTask``) of up to
+``TASK_BYTES`` (by the sizes the stats give), as a task costs a Python worker round trip however small it is.
+What is left, such ledgers and the tail from the current ledger on, is read through
 the broker as before (a ``ScanRange`` whose start is a cut, not a consumed message). When the range's start lies
 in a ledger the list no longer has (retention removed it), the range is not split: the broker path reports the
 loss exactly as without ``readFrom``.
@@ -27,7 +29,7 @@ import json
 import logging
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -42,11 +44,12 @@ from magnetar.storage.api import CountingLedgerIdAllocator, EntryNotFound, Ledge
 from magnetar.storage.objectstore.opening import open_s3_ledger_store
 from magnetar.storage.objectstore.settings import LedgerStoreConfig, parse_ledger_store_url
 
-__all__ = ["CorruptEntry", "LedgerRange", "plan_direct", "scan_ledger", "split_direct"]
+__all__ = ["CorruptEntry", "LedgerRange", "LedgerTask", "group_tasks", "plan_direct", "scan_task", "split_direct"]
 
 log = logging.getLogger(__name__)
 
 RUN_ENTRIES: Final = 256  # entries per store read
+TASK_BYTES: Final = 64 * 1024 * 1024  # ledger ranges of one partition grouped into one Spark task, up to this
 MAX_MESSAGE_BYTES: Final = 256 * 1024 * 1024  # the largest decompressed entry accepted
 
 
@@ -64,6 +67,14 @@ class LedgerRange:
     first: int
     last: int
     location: LedgerStoreLocation
+    size_bytes: int = 0  # estimated from the ledger's size and the share of its entries covered
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerTask:
+    """One Spark task of a direct read: consecutive ledger ranges of one partition, read in order."""
+
+    ranges: tuple[LedgerRange, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +84,7 @@ class Ledger:
     ledger_id: int
     entries: int
     in_store: bool  # False: offloaded, and its copy in the broker's store deleted
+    size_bytes: int = 0
 
 
 # ------------------------------------------------------------------------------------------ planning (driver)
@@ -114,7 +126,8 @@ def split_direct(rng: ScanRange, ledgers: list[Ledger], location: LedgerStoreLoc
         if broker_end is not None:
             out.append(_cut(rng, cursor, broker_end, first_piece))
             cursor, first_piece, broker_end = broker_end, False, None
-        out.append(LedgerRange(rng, ledger.ledger_id, span[0], span[1], location))
+        share = ledger.size_bytes * (span[1] - span[0] + 1) // max(ledger.entries, 1)
+        out.append(LedgerRange(rng, ledger.ledger_id, span[0], span[1], location, share))
         cursor, first_piece = MessageId(ledger.ledger_id, span[1], -1), False
     if broker_end is not None or after(rng.end, cursor):  # the current ledger, and anything listed after stats
         out.append(_cut(rng, cursor, rng.end, first_piece))
@@ -136,17 +149,40 @@ def ledgers_of(stats: dict[str, Any]) -> list[Ledger]:
     for item in stats.get("ledgers", []):
         context = item.get("offloadContext") or {}
         gone = bool(item.get("offloaded")) and bool(context.get("bookkeeperDeleted"))
-        out.append(Ledger(int(item["ledgerId"]), int(item["entries"]), not gone))
+        out.append(Ledger(int(item["ledgerId"]), int(item["entries"]), not gone, int(item.get("size") or 0)))
     return out
 
 
-async def plan_direct(ranges: list[ScanRange], opts: SourceOptions) -> list[ScanRange | LedgerRange]:
-    """Every range split into ledger ranges and broker ranges (``opts.ledger_store`` and ``admin_url`` set)."""
+def group_tasks(pieces: list[ScanRange | LedgerRange], task_bytes: int = TASK_BYTES) -> list[ScanRange | LedgerTask]:
+    """Consecutive ledger ranges of one range as tasks of up to ``task_bytes``; broker ranges as they are."""
+    out: list[ScanRange | LedgerTask] = []
+    group: list[LedgerRange] = []
+    size = 0
+    for piece in pieces:
+        if isinstance(piece, LedgerRange) and group and group[0].rng == piece.rng and (
+                size + piece.size_bytes <= task_bytes):
+            group.append(piece)
+            size += piece.size_bytes
+            continue
+        if group:
+            out.append(LedgerTask(tuple(group)))
+            group, size = [], 0
+        if isinstance(piece, LedgerRange):
+            group, size = [piece], piece.size_bytes
+        else:
+            out.append(piece)
+    if group:
+        out.append(LedgerTask(tuple(group)))
+    return out
+
+
+async def plan_direct(ranges: list[ScanRange], opts: SourceOptions) -> list[ScanRange | LedgerTask]:
+    """Every range split into ledger tasks and broker ranges (``opts.ledger_store`` and ``admin_url`` set)."""
     assert opts.ledger_store is not None and opts.admin_url is not None
-    out: list[ScanRange | LedgerRange] = []
+    out: list[ScanRange | LedgerTask] = []
     for rng in ranges:
         stats = await asyncio.to_thread(_internal_stats, opts.admin_url, rng.topic)
-        out.extend(split_direct(rng, ledgers_of(stats), opts.ledger_store))
+        out.extend(group_tasks(split_direct(rng, ledgers_of(stats), opts.ledger_store)))
     return out
 
 
@@ -201,7 +237,20 @@ def _decode(lr: LedgerRange, entry_id: int, data: bytes) -> list[Message] | None
             if after(m.message_id, rng.start) and not is_past(m.message_id, rng.end) and wanted(m, rng)]
 
 
-async def scan_ledger(lr: LedgerRange, client: Client, *, fail_on_data_loss: bool, timeout_ms: int,
+async def scan_task(task: LedgerTask, client: Callable[[], Client], *, fail_on_data_loss: bool, timeout_ms: int,
+                    admin_url: str | None = None) -> AsyncGenerator[list[Message], None]:
+    """The task's ledger ranges, one after the other (``client``: the broker's, made when first needed)."""
+    for lr in task.ranges:
+        part = scan_ledger(lr, client, fail_on_data_loss=fail_on_data_loss, timeout_ms=timeout_ms,
+                           admin_url=admin_url)
+        try:
+            async for chunk in part:
+                yield chunk
+        finally:
+            await part.aclose()
+
+
+async def scan_ledger(lr: LedgerRange, client: Callable[[], Client], *, fail_on_data_loss: bool, timeout_ms: int,
                       admin_url: str | None = None) -> AsyncGenerator[list[Message], None]:
     """Chunks of at most ``ROWS_PER_BATCH`` messages of the ledger range, in order."""
     store = await _store(lr.location)
@@ -231,7 +280,7 @@ async def scan_ledger(lr: LedgerRange, client: Client, *, fail_on_data_loss: boo
                     if chunk:
                         yield chunk
                         chunk = []
-                    rest = scan(client, _through_broker(lr, entry), fail_on_data_loss=fail_on_data_loss,
+                    rest = scan(client(), _through_broker(lr, entry), fail_on_data_loss=fail_on_data_loss,
                                 timeout_ms=timeout_ms, admin_url=admin_url)
                     try:
                         async for part in rest:

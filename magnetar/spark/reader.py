@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 
 from magnetar.client import Client, Consumer, MessageId, MultiTopicConsumer
 from magnetar.spark import runtime
-from magnetar.spark.direct import LedgerRange, plan_direct, scan_ledger
+from magnetar.spark.direct import LedgerTask, plan_direct, scan_task
 from magnetar.spark.discovery import last_ids, list_partitions
 from magnetar.spark.offsets import BEFORE_FIRST, after, from_source_offset, to_source_offset
 from magnetar.spark.options import OptionError, SourceOptions
@@ -50,7 +50,7 @@ class RangePartition(InputPartition):
     """One Spark task: a range of one topic partition (or, reading from storage, of one of its ledgers) and
     how to reach the broker."""
 
-    def __init__(self, rng: ScanRange | LedgerRange, opts: SourceOptions) -> None:
+    def __init__(self, rng: ScanRange | LedgerTask, opts: SourceOptions) -> None:
         super().__init__(rng)
         self.rng = rng
         self.opts = opts
@@ -60,10 +60,12 @@ def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, RangePartition):  # Spark plans one empty partition when we plan none
         return
     o = partition.opts
-    if isinstance(partition.rng, LedgerRange):
-        client = runtime.client_for(o.service_url, o.client_options)  # for what the broker must decide
-        yield from drive(scan_ledger(partition.rng, client, fail_on_data_loss=o.fail_on_data_loss,
-                                     timeout_ms=o.poll_timeout_ms, admin_url=o.admin_url), partition.rng.rng)
+    if isinstance(partition.rng, LedgerTask):
+        def client() -> Client:  # for what the broker must decide, made when first needed
+            return runtime.client_for(o.service_url, o.client_options)
+
+        yield from drive(scan_task(partition.rng, client, fail_on_data_loss=o.fail_on_data_loss,
+                                   timeout_ms=o.poll_timeout_ms, admin_url=o.admin_url), partition.rng.ranges[0].rng)
         return
     yield from iter_batches(partition.rng, service_url=o.service_url, client_options=o.client_options,
                             fail_on_data_loss=o.fail_on_data_loss, timeout_ms=o.poll_timeout_ms,
@@ -79,7 +81,7 @@ class PulsarBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        ranges: list[ScanRange | LedgerRange] = list(runtime.run(plan_batch(_client(self.opts), self.opts)))
+        ranges: list[ScanRange | LedgerTask] = list(runtime.run(plan_batch(_client(self.opts), self.opts)))
         if self.opts.read_from == "storage":
             ranges = runtime.run(plan_direct([r for r in ranges if isinstance(r, ScanRange)], self.opts))
         return [RangePartition(rng, self.opts) for rng in ranges]

@@ -83,7 +83,6 @@ def _direct_read(spark: SparkSession, url: str, a: dict[str, Any]) -> dict[str, 
         for key, value in options.items():
             reader = reader.option(key, value)
         df = reader.load()
-        out[f"{way}_partitions"] = df.rdd.getNumPartitions()
         out[way] = [[None if r.key is None else r.key.hex(), r.value.hex(), r.partition, list(r.messageId),
                      r.publishTime.isoformat(), r.eventTime.isoformat() if r.eventTime else None,
                      sorted((r.properties or {}).items())] for r in df.collect()]

@@ -6,6 +6,7 @@ and small ledgers (so reads cross ledger boundaries) that keeps its data (retent
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import uuid
@@ -161,3 +162,20 @@ def storage_options(moto: MotoServer) -> dict[str, str]:
     """The source options of a direct read of ``s3_broker``'s topics."""
     return {"readFrom": "storage", "ledgerStore.url": f"s3://{BUCKET}/{PREFIX}", "ledgerStore.endpoint": moto.endpoint,
             "ledgerStore.region": "us-east-1"}
+
+
+def planned_ledger_ranges(url: str, admin_url: str, topic: str, storage: dict[str, str]) -> int:
+    """How many ledger ranges a direct read of ``topic`` plans to read from the store (the driver's plan)."""
+    from magnetar.client import Client as AsyncClient
+    from magnetar.spark.direct import LedgerTask, plan_direct
+    from magnetar.spark.options import parse_source
+    from magnetar.spark.planning import plan_batch
+
+    opts = parse_source({"service.url": url, "admin.url": admin_url, "topic": topic, **storage}, streaming=False)
+
+    async def plan() -> int:
+        async with AsyncClient(url) as client:
+            tasks = await plan_direct(await plan_batch(client, opts), opts)
+        return sum(len(t.ranges) for t in tasks if isinstance(t, LedgerTask))
+
+    return asyncio.run(plan())

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from magnetar.client import MessageId
-from magnetar.spark.direct import Ledger, LedgerRange, split_direct
+from magnetar.spark.direct import Ledger, LedgerRange, LedgerTask, group_tasks, split_direct
 from magnetar.spark.discovery import Peek
 from magnetar.spark.offsets import BEFORE_FIRST, after, contiguous, from_source_offset, to_source_offset
 from magnetar.spark.options import LedgerStoreLocation, OptionError, parse_sink, parse_source
@@ -114,3 +114,16 @@ def test_direct_plan_reads_sealed_ledgers_from_the_store_and_the_rest_through_th
 def test_direct_plan_leaves_a_range_whose_start_ledger_is_gone_to_the_broker() -> None:
     rng = ScanRange("t-partition-0", 0, MessageId(1, 4, -1), MessageId(5, 1, -1))
     assert split_direct(rng, [Ledger(4, 10, True), Ledger(5, 3, True)], LedgerStoreLocation("s3://b/p")) == [rng]
+
+
+def test_direct_plan_groups_consecutive_ledgers_of_a_partition_into_tasks() -> None:
+    where = LedgerStoreLocation("s3://b/p")
+    rng = ScanRange("t-partition-0", 0, BEFORE_FIRST, MessageId(9, 1, -1))
+    ledgers = [Ledger(i, 10, i != 4, 1000) for i in range(1, 10)]  # ledger 4: offloaded, its copy deleted
+    tasks = group_tasks(split_direct(rng, ledgers, where), task_bytes=2500)
+    shapes = [[r.ledger_id for r in t.ranges] if isinstance(t, LedgerTask) else "broker" for t in tasks]
+    assert shapes == [[1, 2], [3], "broker", [5, 6], [7, 8], "broker"]
+    other = ScanRange("t-partition-1", 1, BEFORE_FIRST, MessageId(3, 1, -1))
+    both = group_tasks([*split_direct(rng, ledgers[:3], where), *split_direct(other, ledgers[:3], where)],
+                       task_bytes=10_000)
+    assert [len(t.ranges) if isinstance(t, LedgerTask) else 0 for t in both] == [2, 0, 2, 0]  # never across ranges
