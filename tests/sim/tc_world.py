@@ -391,15 +391,23 @@ class TxnSimulation(SeedTrace):
         self.note(f"faults {choice}")
 
     async def op_switch(self) -> None:
-        """PIP-160's runtime switch: flip the coordinator log's batching (stored first, then applied live)."""
+        """PIP-160's runtime switch: flip the coordinator log's batching (stored first, then applied live), by
+        the batchedLog route, by Pulsar's update-dynamic-config key, or by deleting that key (broker.conf's
+        setting applies again)."""
         assert self.switch is not None
-        enabled = self.rng.random() < 0.5
+        way = self.rng.randrange(3)
+        enabled = self.batching.enabled if way == 2 else self.rng.random() < 0.5
         before = set(self.batching_stored)
         self.batching_stored |= {enabled}  # in doubt until the answer: a failed put may have been stored
         try:
-            await self.switch.update(LogFamily.TRANSACTION_LOG, enabled=enabled)
+            if way == 0:
+                await self.switch.update(LogFamily.TRANSACTION_LOG, enabled=enabled)
+            elif way == 1:
+                await self.switch.set_key("transactionLogBatchedWriteEnabled", "true" if enabled else "false")
+            else:
+                await self.switch.delete_key("transactionLogBatchedWriteEnabled")
         except BrokerError as exc:
-            self.note(f"switch batching {enabled} failed: {exc!r}")
+            self.note(f"switch batching {enabled} (way {way}) failed: {exc!r}")
             return
         self.batching_stored = {enabled}
         writer = self.tc.log.writer

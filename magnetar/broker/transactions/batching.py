@@ -18,9 +18,10 @@ import enum
 import json
 import logging
 import weakref
+from collections.abc import Callable
 from typing import Final
 
-from magnetar.broker.errors import InvalidRequest, PersistenceError
+from magnetar.broker.errors import InvalidRequest, PersistenceError, PreconditionFailed
 from magnetar.broker.transactions.buffered_writer import (
     BatchingConfig,
     BufferedWriter,
@@ -60,6 +61,11 @@ class LogFamily(enum.Enum):
         return self.value[2]
 
 
+#: the keys Pulsar's ``brokers update-dynamic-config`` can change here -> (family, BatchingConfig field)
+DYNAMIC_KEYS: Final = {family.key_prefix + suffix: (family, field)
+                       for family in LogFamily for suffix, field in KEY_SUFFIXES.items()}
+
+
 def problems(configs: dict[LogFamily, BatchingConfig]) -> list[str]:
     """Every invalid setting, each naming its key (empty when all are valid)."""
     return [p for family, config in configs.items() for p in config.problems(family.key_prefix)]
@@ -97,6 +103,7 @@ class BatchedLogSwitch:
             LogFamily.TRANSACTION_LOG: transaction_log,
             LogFamily.PENDING_ACK: pending_ack,
         }
+        self._conf = dict(self.configs)  # what broker.conf said: a deleted dynamic key falls back to it
         self.metrics: dict[LogFamily, WriterMetrics] = {family: WriterMetrics() for family in LogFamily}
         self._writers: dict[LogFamily, weakref.WeakSet[BufferedWriter]] = {f: weakref.WeakSet() for f in LogFamily}
         self._metadata = metadata
@@ -119,6 +126,32 @@ class BatchedLogSwitch:
         await self._store(to_dynamic(family, config))
         self.apply(family, config)
         return config
+
+    async def set_key(self, name: str, value: str) -> None:
+        """Pulsar's ``brokers update-dynamic-config`` for one key: stored, then every log of its family follows."""
+        family, field = _dynamic_key(name, "update")
+        try:
+            config = from_dynamic(family, {name: value}, self.configs[family])
+        except ValueError as exc:
+            raise PreconditionFailed(f"Invalid dynamic-config value: {exc}") from exc
+        wrong = config.problems(family.key_prefix)
+        if wrong:
+            raise PreconditionFailed("Invalid dynamic-config value: " + "; ".join(wrong))
+        await self._store({name: _text(getattr(config, field))})
+        self.apply(family, config)
+
+    async def delete_key(self, name: str) -> None:
+        """Pulsar's ``brokers delete-dynamic-config``: the stored value goes and broker.conf's applies again."""
+        family, field = _dynamic_key(name, "delete")
+        await self._rewrite(lambda values: values.pop(name, None))
+        self.apply(family, dataclasses.replace(self.configs[family], **{field: getattr(self._conf[family], field)}))
+
+    async def stored(self) -> dict[str, str]:
+        """The dynamic configuration as stored (``brokers get-all-dynamic-config``)."""
+        if self._metadata is None:
+            return {}
+        record = await self._metadata.get(DYNAMIC_CONFIG_KEY)
+        return _values(record.value) if record is not None else {}
 
     def apply(self, family: LogFamily, config: BatchingConfig) -> None:
         """Switch the family now: live writers at their next write, new ones from creation."""
@@ -154,13 +187,16 @@ class BatchedLogSwitch:
             self.apply(family, config)
 
     async def _store(self, entries: dict[str, str]) -> None:
+        await self._rewrite(lambda values: values.update(entries))
+
+    async def _rewrite(self, change: Callable[[dict[str, str]], object]) -> None:
         if self._metadata is None:
             return
         for _ in range(STORE_ATTEMPTS_MAX):  # bounded compare-and-set retries against concurrent writers
             try:
                 record = await self._metadata.get(DYNAMIC_CONFIG_KEY)
                 values = _values(record.value) if record is not None else {}
-                values.update(entries)
+                change(values)
                 data = json.dumps(values, sort_keys=True).encode()
                 await self._metadata.put(DYNAMIC_CONFIG_KEY, data, NEW_KEY if record is None else record.version)
                 return
@@ -176,6 +212,12 @@ class BatchedLogSwitch:
                                 sleep_ms=self._sleep_ms)
         self._writers[family].add(writer)
         return writer
+
+
+def _dynamic_key(name: str, verb: str) -> tuple[LogFamily, str]:
+    if name not in DYNAMIC_KEYS:  # Pulsar's answer for any key it cannot change at runtime
+        raise PreconditionFailed(f"Can't {verb} non-dynamic configuration")
+    return DYNAMIC_KEYS[name]
 
 
 def _values(data: bytes) -> dict[str, str]:

@@ -1,11 +1,12 @@
 """``magnetar admin`` verbs for deduplication and backlog-quota policies (namespace and topic), topic-level
-retention and TTL, namespace unload, reading one message, lookup, and the broker endpoints — pulsar-admin's
-names and flags."""
+retention and TTL, namespace unload, reading one message, lookup, and the broker endpoints (dynamic configuration
+included) — pulsar-admin's names and flags."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+from urllib.parse import quote
 
 from magnetar.cli.admin.base import (
     NS,
@@ -32,6 +33,8 @@ QUOTA: tuple[Spec, ...] = (
                                                     "consumer_backlog_eviction"}),
     (("-t", "--type"), {"default": "destination_storage", "choices": ["destination_storage", "message_age"]}),
 )
+CONFIG = "/admin/v2/brokers/configuration"
+CONFIG_NAME: Spec = (("--config",), {"required": True, "help": "the key, e.g. transactionLogBatchedWriteEnabled"})
 RETENTION: tuple[Spec, ...] = ((("-t", "--time"), {"required": True}), (("-s", "--size"), {"required": True}))
 
 
@@ -143,6 +146,16 @@ def policy_verbs() -> list[Verb]:
         Verb("brokers", ("leader-broker",), (), lambda a: Call("GET", "/admin/v2/brokers/leaderBroker"),
              "the leader broker"),
         Verb("brokers", ("healthcheck",), (), lambda a: Call("GET", "/admin/v2/brokers/health"), "health check"),
+        Verb("brokers", ("list-dynamic-config",), (), lambda a: Call("GET", CONFIG),
+             "the configuration keys that can change at runtime"),
+        Verb("brokers", ("get-all-dynamic-config",), (), lambda a: Call("GET", CONFIG + "/values"),
+             "the dynamic configuration as stored (it wins over broker.conf)"),
+        Verb("brokers", ("update-dynamic-config",), (CONFIG_NAME, (("--value",), {"required": True})),
+             lambda a: Call("POST", f"{CONFIG}/{quote(a.config, safe='')}/{quote(a.value, safe='')}"),
+             "store a dynamic configuration value: applied at once and at every start"),
+        Verb("brokers", ("delete-dynamic-config",), (CONFIG_NAME,),
+             lambda a: Call("DELETE", f"{CONFIG}/{quote(a.config, safe='')}"),
+             "remove a stored dynamic configuration value: broker.conf's applies again"),
         Verb("broker-stats", ("load-report",), (), lambda a: Call("GET", "/admin/v2/broker-stats/load-report"),
              "this broker's load report"),
         Verb("broker-stats", ("monitoring-metrics",), (), lambda a: Call("GET", "/admin/v2/broker-stats/metrics"),

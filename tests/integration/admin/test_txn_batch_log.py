@@ -52,6 +52,37 @@ def test_cli_verbs_switch_both_logs(broker: BrokerProcess) -> None:
     assert _admin(broker, "transactions", "set-tc-batch-log", "--enable", "false").returncode == 0
 
 
+def test_pulsars_dynamic_config_routes_switch_the_logs_persist_and_revert(tmp_path: Path) -> None:
+    """``brokers update-dynamic-config`` / ``delete-dynamic-config`` as pulsar-admin spells them: the running
+    logs follow, the value outlives a restart, and deleting it brings back what broker.conf says."""
+    broker = BrokerProcess(tmp_path / "data").start()  # broker.conf: batching off
+    key = "transactionLogBatchedWriteEnabled"
+    try:
+        status, names = call(broker.web_url, "GET", "/admin/v2/brokers/configuration")
+        assert status == 200 and key in names and "transactionPendingAckBatchedWriteMaxDelayInMillis" in names
+        done = _admin(broker, "brokers", "update-dynamic-config", "--config", key, "--value", "true")
+        assert done.returncode == 0, done.stderr
+        assert call(broker.web_url, "GET", BASE)[1]["transactionLog"]["enabled"] is True  # the live switch
+        status, values = call(broker.web_url, "GET", "/admin/v2/brokers/configuration/values")
+        assert status == 200 and values[key] == "true"
+        status, err = call(broker.web_url, "POST", "/admin/v2/brokers/configuration/brokerShutdownTimeoutMs/1")
+        assert status == 412 and err["reason"] == "Can't update non-dynamic configuration"
+        for bad in ("abc", "5"):  # not a number; under the minimum of 10 records
+            status, err = call(broker.web_url, "POST",
+                               f"/admin/v2/brokers/configuration/transactionLogBatchedWriteMaxRecords/{bad}")
+            assert status == 412 and "Invalid dynamic-config value" in err["reason"], err
+        broker.restart()
+        assert call(broker.web_url, "GET", BASE)[1]["transactionLog"]["enabled"] is True  # stored, applied at start
+        done = _admin(broker, "brokers", "delete-dynamic-config", "--config", key)
+        assert done.returncode == 0, done.stderr
+        assert call(broker.web_url, "GET", BASE)[1]["transactionLog"]["enabled"] is False  # broker.conf's again
+        assert key not in json.loads(_admin(broker, "brokers", "get-all-dynamic-config").stdout)
+        broker.restart()
+        assert call(broker.web_url, "GET", BASE)[1]["transactionLog"]["enabled"] is False
+    finally:
+        broker.kill()
+
+
 def test_buffered_writer_metrics_have_pulsars_names(broker: BrokerProcess) -> None:
     with urllib.request.urlopen(broker.web_url + "/metrics", timeout=15) as resp:
         names = {s.name for f in text_string_to_metric_families(resp.read().decode()) for s in f.samples}
