@@ -80,3 +80,32 @@ async def test_clients_cannot_end_a_transaction_on_a_partition_or_subscription(b
     finally:
         await peer.close()
         official.close()
+
+
+async def test_partitions_that_cannot_exist_are_refused_when_added(broker: BrokerProcess) -> None:
+    """A commit must never be answered failed although applied: names that could never hold the transaction's
+    entries are refused at ADD_PARTITION_TO_TXN (Pulsar's codes), so the commit ends everywhere at once."""
+    topic = f"persistent://public/default/{unique('txn-names')}"
+    bad = {
+        f"non-persistent://public/default/{unique('np')}": ServerErrorCode.NotAllowedError,
+        f"persistent://no-such-tenant/ns/{unique('t')}": ServerErrorCode.TopicNotFound,
+        f"persistent://public/no-such-ns/{unique('t')}": ServerErrorCode.TopicNotFound,
+        "not a//topic": ServerErrorCode.InvalidTopicName,
+    }
+    official = make_client(broker.url)
+    peer = await WirePeer.connect(broker.port)
+    try:
+        consumer = official.subscribe(topic, "plain")
+        async with Client(broker.url, operation_timeout_ms=10_000) as mclient:
+            producer = await mclient.create_producer(topic)
+            txn = await mclient.new_transaction(timeout_ms=60_000)
+            await producer.send(b"committed", txn=txn)
+            for request_id, (name, code) in enumerate(bad.items(), start=1):
+                peer.send(proto.txn_commands.add_partition_to_txn(request_id, txn.txn_id, [name]))
+                answer = (await peer.expect(T.ADD_PARTITION_TO_TXN_RESPONSE)).command.addPartitionToTxnResponse
+                assert answer.error == code, (name, answer)
+            await txn.commit()  # answered at once, as applied
+        assert receive_all(consumer, 1) == [b"committed"]
+    finally:
+        await peer.close()
+        official.close()

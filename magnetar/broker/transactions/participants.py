@@ -5,7 +5,9 @@ transaction touched. Each call loads the topic if needed (which recovers its tra
 pending-ack stores first), ends the transaction there and returns once the outcome is durable: the
 commit/abort marker written, the acks applied to the cursor (flushed) or released, and the end recorded in
 the pending-ack log. Repeating a call is harmless. A topic or subscription that no longer exists has
-nothing waiting for the transaction, so ending there succeeds.
+nothing waiting for the transaction, so ending there succeeds; so does a name that can never hold a
+transaction's entries (not a topic name, a non-persistent topic, a coordinator's log): such an error is
+permanent, and retrying it would leave the transaction ending for ever.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from magnetar.broker.errors import ServiceNotReady, TopicNotFound
+from magnetar.broker.errors import InvalidTopicName, ServiceNotReady, TopicNotFound
 from magnetar.broker.names import TopicName
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.transactions.api import TxnAction, TxnId
+from magnetar.broker.transactions.coordinators import is_coordinator_log
 from magnetar.broker.transactions.listener import transactions_of
 from magnetar.broker.transactions.topic_txn import TopicTransactions
 
@@ -38,7 +41,13 @@ class BrokerParticipants:
         loaded = self._topics.loaded.get(topic)  # the coordinator names topics normalised: no parse when loaded
         if loaded is None or loaded.closed:
             try:
-                loaded = await self._topics.get(TopicName.parse(topic), create=False)
+                name = TopicName.parse(topic)
+            except InvalidTopicName:
+                return None  # a name no topic has (logged before names were checked when added)
+            if not name.persistent or is_coordinator_log(name):
+                return None  # never holds a transaction's entries: permanent, nothing to end, never retried
+            try:
+                loaded = await self._topics.get(name, create=False)
             except TopicNotFound:
                 return None
         transactions = transactions_of(loaded.txn)

@@ -12,12 +12,13 @@ come from that role or, with authorization on, a super-user: anyone else gets Tr
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from magnetar import protocol as proto
-from magnetar.broker.errors import BrokerError
+from magnetar.broker.errors import BrokerError, NotAllowed, TopicNotFound
+from magnetar.broker.names import TopicName
 from magnetar.broker.transactions.api import CoordinatorNotFound, TransactionNotFound, TxnAction, TxnError, TxnId
-from magnetar.broker.transactions.coordinators import TransactionCoordinatorService
+from magnetar.broker.transactions.coordinators import TransactionCoordinatorService, is_coordinator_log
 from magnetar.server.binary.session import Handler, Session
 
 T = proto.pb.BaseCommand
@@ -63,6 +64,22 @@ def require_owner(conn: Session, txn: TxnId, owner: str | None) -> None:
     raise TransactionNotFound(f"Client ({role}) is neither the owner of the transaction {txn} nor a super user")
 
 
+async def _checked_topics(conn: Session, names: Iterable[str]) -> None:
+    """Every name a transaction registers must be able to hold its entries or acks: a persistent topic (not
+    a coordinator's log, not a partitioned topic's own name) in a namespace that exists. Checked when added,
+    so a commit never meets a participant that can only refuse (and never answers failed although applied)."""
+    for text in names:
+        topic = TopicName.parse(text)  # InvalidTopicName
+        if str(topic) in conn.broker.registry.loaded:
+            continue  # served here: it exists
+        if not topic.persistent or is_coordinator_log(topic):
+            raise NotAllowed(f"{text} cannot be part of a transaction: only persistent topics can")
+        if not await conn.broker.catalog.namespace_exists(topic.namespace_name):
+            raise TopicNotFound(f"Namespace {topic.namespace_name} does not exist: {text} cannot be in a transaction")
+        if await conn.broker.catalog.partition_count(topic) > 0:
+            raise NotAllowed(f"{text} is a partitioned topic: add its partitions to the transaction")
+
+
 def _txn_of(sub: proto.pb.CommandAddPartitionToTxn | proto.pb.CommandAddSubscriptionToTxn
             | proto.pb.CommandEndTxn) -> TxnId:
     return TxnId(sub.txnid_most_bits, sub.txnid_least_bits)
@@ -93,6 +110,7 @@ def on_add_partition(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | N
 
     async def work(service: TransactionCoordinatorService) -> None:
         require_owner(conn, txn, service.owner_of(txn))
+        await _checked_topics(conn, req.partitions)
         await service.add_partitions(txn, list(req.partitions))
 
     return _answer(conn, T.ADD_PARTITION_TO_TXN, req.request_id, txn, work)
@@ -104,6 +122,7 @@ def on_add_subscription(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview 
 
     async def work(service: TransactionCoordinatorService) -> None:
         require_owner(conn, txn, service.owner_of(txn))
+        await _checked_topics(conn, {s.topic for s in req.subscription})
         await service.add_subscriptions(txn, [(s.topic, s.subscription) for s in req.subscription])
 
     return _answer(conn, T.ADD_SUBSCRIPTION_TO_TXN, req.request_id, txn, work)
