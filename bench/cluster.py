@@ -8,8 +8,10 @@ reaching each through proxies of their own, session timeout 4 s (``metadataStore
 1. ``kill``: unavailability after SIGKILL of an owner. One producer (official client, 200 msg/s, dedup on) on a
    topic of a new namespace; once it flows, the topic's owner is killed; the time from the kill to the next
    receipt is that run's unavailability (it spans the session timeout, the reassignment, the new owner's
-   recovery sealing the old ledger in the bucket, and the client's reconnect backoff). Every run ends with the
-   checker (nothing lost or duplicated) and the killed broker restarted. p50 and max over ``--kills`` runs.
+   recovery sealing the old ledger in the bucket, and the client's reconnect backoff). Beside it, the time from
+   the kill to the new owner's log line taking the bundle (the cluster's part; the rest is the client's).
+   Every run ends with the checker (nothing lost or duplicated) and the killed broker restarted. p50 and max
+   over ``--kills`` runs.
 2. ``lookups``: binary LOOKUPs per second answered by each broker for topics owned across the cluster (each
    broker answers Connect to the owner, from its ownership cache and a read of the bundle's lock), 64 in flight
    on one connection, for ``--lookup-seconds``.
@@ -31,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,10 +53,24 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, clock ticks (100 Hz)
 
 
-def kill_runs(base: Path, runs: int) -> list[float]:
+def _owned_at(cluster: ClusterHarness, bundle: str, after: float) -> float | None:
+    """The wall-clock time a running broker logged taking ``bundle`` (``tenant/ns/0x.._0x..``) after ``after``."""
+    needle = f"bundle {bundle}: owned"
+    times = []
+    for node in cluster.running():
+        for line in node.process.log_lines:
+            if needle in line:
+                at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()  # logging's asctime
+                if at > after:
+                    times.append(at)
+    return min(times, default=None)
+
+
+def kill_runs(base: Path, runs: int) -> tuple[list[float], list[float]]:
     cluster = ClusterHarness(base / "kill").start()
     client = make_client(cluster.service_url)
-    found = []
+    found: list[float] = []
+    taken: list[float] = []
     try:
         for run in range(runs):
             topic = f"persistent://{new_namespace(cluster)}/kill-{run}"
@@ -62,7 +79,10 @@ def kill_runs(base: Path, runs: int) -> list[float]:
             cluster.wait_until(lambda r=receipts: r.count() >= 200, "receipts before the kill", 120.0)
             (owner,) = {str(cluster.lookup(n, topic)) for n in cluster.running()}
             victim = cluster.node(owner)
-            killed = time.monotonic()
+            status, bundle = cluster.http(cluster.running()[0], "GET",
+                                          f"/lookup/v2/topic/{topic.replace('://', '/')}/bundle")
+            assert status == 200, bundle
+            killed, killed_wall = time.monotonic(), time.time()
             victim.kill()
             cluster.wait_until(lambda r=receipts, k=killed: any(t > k for t in r.times.get("p0", [])),
                                "a receipt after the kill", 120.0)
@@ -70,13 +90,18 @@ def kill_runs(base: Path, runs: int) -> list[float]:
             load.stop()
             verify(load.receipts, read_back(client, topic, 0))
             found.append(unavailable)
-            print(f"  kill run {run}: {unavailable:.2f} s", flush=True)
+            owned_at = _owned_at(cluster, f"{topic.removeprefix('persistent://').rsplit('/', 1)[0]}/{bundle}",
+                                 killed_wall)
+            if owned_at is not None:
+                taken.append(owned_at - killed_wall)
+            print(f"  kill run {run}: receipts resumed after {unavailable:.2f} s; the bundle was taken after "
+                  f"{'?' if owned_at is None else f'{owned_at - killed_wall:.2f}'} s", flush=True)
             victim.start()
             cluster.wait_until(lambda: len(cluster.registered()) == 3, "the killed broker back", 120.0)
     finally:
         client.close()
         cluster.close()
-    return found
+    return found, taken
 
 
 async def _lookup_rate(port: int, topics: list[str], seconds: float) -> float:
@@ -168,10 +193,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="magnetar-cluster-bench-") as tmp:
         base = Path(tmp)
         if "kill" in parts:
-            found = kill_runs(base, args.kills)
+            found, taken = kill_runs(base, args.kills)
             print(f"unavailability after SIGKILL of an owner ({len(found)} runs, session timeout 4 s): "
                   f"p50 {statistics.median(found):.2f} s, max {max(found):.2f} s, runs "
                   f"{[round(x, 2) for x in found]}", flush=True)
+            if taken:
+                print(f"  of which the cluster's part (kill to the new owner taking the bundle): p50 "
+                      f"{statistics.median(taken):.2f} s, max {max(taken):.2f} s", flush=True)
         if "lookups" in parts:
             for broker, rate in lookup_rates(base, args.lookup_seconds).items():
                 print(f"lookups/s answered by broker {broker}: {rate:.0f} ({LOOKUPS_IN_FLIGHT} in flight)", flush=True)
