@@ -10,12 +10,18 @@ reads it (the C++ client allocates by those counts). The rules are what an hones
   payload; a compressed batch declares an ``uncompressed_size`` within ``max_message_size`` that can
   hold them;
 - a chunk is not a batch, carries a uuid, ``0 <= chunk_id < num_chunks_from_msg``, at least one byte
-  per chunk and a total size within ``chunked_message_bytes_max``.
+  per chunk and a total size within ``chunked_message_bytes_max``;
+- every text field (``partition_key``, ``producer_name``, ``replicated_from``, properties, ...) is UTF-8:
+  the protobuf runtime hands an invalid one back as bytes where every reader expects text (a Key_Shared
+  dispatcher hashing the key stalled on one for ever).
 """
 
 from __future__ import annotations
 
 from typing import Literal
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
 from magnetar.protocol.errors import InvalidMessageMetadata
 from magnetar.protocol.proto import PulsarApi_pb2 as pb
@@ -35,7 +41,9 @@ def check_send_metadata(
     max_message_size: int,
     chunked_message_bytes_max: int,
 ) -> None:
-    """Raise InvalidMessageMetadata when the batch or chunk fields cannot describe this payload."""
+    """Raise InvalidMessageMetadata when the batch or chunk fields cannot describe this payload, or a text
+    field is not UTF-8."""
+    check_text(metadata)
     if num_messages < 1:
         raise InvalidMessageMetadata(f"SEND num_messages must be at least 1, got {num_messages}")
     batched = metadata.HasField("num_messages_in_batch")
@@ -47,6 +55,18 @@ def check_send_metadata(
         if batched and metadata.num_messages_in_batch != 1:
             raise InvalidMessageMetadata("a chunk cannot be a batch")
         _check_chunk(metadata, payload_bytes, chunked_message_bytes_max)
+
+
+def check_text(message: Message) -> None:
+    """InvalidMessageMetadata unless every string field set in ``message`` (nested messages too) is UTF-8."""
+    for field, value in message.ListFields():
+        if field.type == FieldDescriptor.TYPE_STRING:
+            for text in (value if field.is_repeated else (value,)):
+                if isinstance(text, bytes):  # how the runtime returns a string field that is not UTF-8
+                    raise InvalidMessageMetadata(f"{field.name} is not valid UTF-8")
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            for item in (value if field.is_repeated else (value,)):
+                check_text(item)
 
 
 def _check_batch(metadata: pb.MessageMetadata, num_messages: int, payload_bytes: int, max_message_size: int) -> None:

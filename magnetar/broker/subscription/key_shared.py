@@ -29,7 +29,8 @@ def sticky_key(metadata: proto.pb.MessageMetadata) -> bytes:
     if metadata.HasField("ordering_key") and metadata.ordering_key:
         return bytes(metadata.ordering_key)
     if metadata.HasField("partition_key") and metadata.partition_key:
-        return metadata.partition_key.encode()
+        key: str | bytes = metadata.partition_key  # bytes when not UTF-8 (refused at SEND; older entries)
+        return key if isinstance(key, bytes) else key.encode()
     return NONE_KEY
 
 

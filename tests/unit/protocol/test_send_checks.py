@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from magnetar import protocol as proto
+from magnetar.broker.subscription.key_shared import sticky_key
 from magnetar.protocol import pb
+from magnetar.protocol.errors import InvalidMessageMetadata
+from magnetar.protocol.send_checks import check_text
 
 LIMITS = {"max_message_size": 5 * 1024 * 1024, "chunked_message_bytes_max": 64 * 1024 * 1024}
 
@@ -60,3 +63,19 @@ def test_contradictions_are_refused(meta: pb.MessageMetadata, num_messages: int,
                                     words: str) -> None:
     with pytest.raises(proto.InvalidMessageMetadata, match=words):
         check(meta, num_messages, payload_bytes)
+
+
+def test_text_fields_must_be_utf8_nested_and_repeated_ones_too() -> None:
+    good = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, partition_key="k",
+                              properties=[pb.KeyValue(key="a", value="b")], replicate_to=["c"])
+    check_text(good)
+    for raw in (b"\x32\x01\xff",  # partition_key
+                b"\x3a\x01\xff",  # replicate_to (repeated)
+                b"\x22\x06\x0a\x01a\x12\x01\xff"):  # a property's value (a nested message)
+        bad = pb.MessageMetadata()
+        bad.ParseFromString(good.SerializeToString() + raw)
+        with pytest.raises(InvalidMessageMetadata, match="not valid UTF-8"):
+            check_text(bad)
+    keyed = pb.MessageMetadata()
+    keyed.ParseFromString(b"\x32\x02\xff\xfe")
+    assert sticky_key(keyed) == b"\xff\xfe"  # an entry stored before SENDs were checked still hashes

@@ -272,6 +272,9 @@ def peek_headers(position: Any, meta: Any) -> dict[str, str]:
 
 
 
-def _printable(text: str) -> str:
-    """Header values must be printable ASCII: anything else is dropped rather than failing the reply."""
+def _printable(text: str | bytes) -> str:
+    """Header values must be printable ASCII: anything else is dropped rather than failing the reply (a text
+    field stored before SENDs were checked for UTF-8 comes back as bytes)."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
     return "".join(ch for ch in text if 0x20 <= ord(ch) < 0x7F)[:4096]
