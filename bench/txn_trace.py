@@ -51,6 +51,21 @@ def _timed_coroutine(owner: Any, attr: str, span: str) -> None:
     setattr(owner, attr, wrapper)
 
 
+def _timed_call(owner: Any, attr: str, span: str) -> None:
+    """A plain method: the span is the call itself (its count per transaction is the point)."""
+    original: Callable[..., Any] = getattr(owner, attr)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            SPANS[span].append((time.perf_counter() - began) * 1000)
+
+    setattr(owner, attr, wrapper)
+
+
 def _timed_future(owner: Any, attr: str, span: str) -> None:
     """A method returning a future: the span ends when the future settles."""
     original: Callable[..., Any] = getattr(owner, attr)
@@ -94,6 +109,7 @@ def install_probes() -> None:
     from magnetar.ledger.managed import ManagedLedgerImpl
     from magnetar.metadata.sqlite import SqliteMetadataStore
     from magnetar.server.binary.handlers import txn_topic
+    from magnetar.storage._group_commit import GroupCommit
 
     _timed_answer()
     _timed_coroutine(txn_topic, "on_txn_ack", "wire ACK (in a txn)")
@@ -106,6 +122,7 @@ def install_probes() -> None:
     _timed_coroutine(PendingAckStore, "end", "pending-ack store end")
     _timed_coroutine(ManagedLedgerAckLog, "append", "pending-ack log record")
     _timed_future(ManagedLedgerImpl, "add_entry_future", "managed-ledger entry append (any ledger)")
+    _timed_call(GroupCommit, "_start_round", "storage round started (write + hand-off)")
     _timed_coroutine(ManagedCursor, "_persist", "cursor persist (metadata put)")
     _timed_coroutine(SqliteMetadataStore, "put", "metadata put")
     _timed_coroutine(SqliteMetadataStore, "get", "metadata get")
