@@ -21,8 +21,10 @@ import pytest
 
 from magnetar import protocol as proto
 from tests.component.wire import T, WirePeer
+from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
+from tests.integration.security.pki import token
 
 pytestmark = pytest.mark.integration
 
@@ -113,3 +115,42 @@ async def wait_closed(peer: WirePeer, timeout_s: float) -> bool:
     except ConnectionError:
         pass  # reset by the broker: closed too
     return True
+
+
+TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
+PRIVATE = "private/ns"  # a namespace no role but the super-user "admin" may use
+ROLES = ("alice", "mallory")  # produce and consume in public/default (and pulsar/system, for transactions)
+
+
+@pytest.fixture(scope="module")
+def secret(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return os.urandom(32)
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory, secret: bytes) -> Iterator[BrokerProcess]:
+    key = Path(tmp_path_factory.mktemp("keys")) / "secret.key"
+    key.write_bytes(secret)
+    proc = start_broker(
+        tmp_path_factory, "authenticationEnabled=true", f"authenticationProviders={TOKEN_PROVIDER}",
+        f"tokenSecretKey=file://{key}", "authorizationEnabled=true", "superUserRoles=admin",
+    )
+    try:
+        root = {"Authorization": f"Bearer {token(secret, 'admin')}"}
+        # as in Pulsar, a role using transactions needs a lookup of pulsar/system's coordinator-assign topic
+        for role in ROLES:
+            for ns in ("public/default", "pulsar/system"):
+                status, body = call(proc.web_url, "POST", f"/admin/v2/namespaces/{ns}/permissions/{role}",
+                                    ["produce", "consume"], headers=root)
+                assert status == 204, body
+        status, body = call(proc.web_url, "PUT", "/admin/v2/clusters/registered",
+                            {"serviceUrl": "http://127.0.0.1:1"}, headers=root)
+        assert status == 204, body
+        # a tenant none of ROLES may use
+        status, body = call(proc.web_url, "PUT", f"/admin/v2/tenants/{PRIVATE.split('/')[0]}",
+                            {"adminRoles": [], "allowedClusters": ["standalone"]}, headers=root)
+        assert status == 204, body
+        assert call(proc.web_url, "PUT", f"/admin/v2/namespaces/{PRIVATE}", headers=root)[0] == 204
+        yield proc
+    finally:
+        proc.kill()

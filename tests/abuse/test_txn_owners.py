@@ -10,54 +10,16 @@ transactional SEND) is the owner's or a super-user's, and anyone else is told Tr
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from magnetar import protocol as proto
 from magnetar.broker.transactions.api import TxnAction
 from magnetar.client import AuthenticationToken, Client
 from magnetar.protocol.server_errors import ServerErrorCode
-from tests.abuse.conftest import create_producer, start_broker, unique
+from tests.abuse.conftest import create_producer, unique
 from tests.abuse.test_foreign_txn_commands import end_on_partition
 from tests.component.wire import T, WirePeer
-from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.security.pki import token
-
-TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
-ROLES = ("alice", "mallory")
-
-
-@pytest.fixture(scope="module")
-def secret(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return os.urandom(32)
-
-
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory, secret: bytes) -> Iterator[BrokerProcess]:
-    key = Path(tmp_path_factory.mktemp("keys")) / "secret.key"
-    key.write_bytes(secret)
-    proc = start_broker(
-        tmp_path_factory, "authenticationEnabled=true", f"authenticationProviders={TOKEN_PROVIDER}",
-        f"tokenSecretKey=file://{key}", "authorizationEnabled=true", "superUserRoles=admin",
-    )
-    try:
-        root = {"Authorization": f"Bearer {token(secret, 'admin')}"}
-        # as in Pulsar, a role using transactions needs a lookup of pulsar/system's coordinator-assign topic
-        for role in ROLES:
-            for ns in ("public/default", "pulsar/system"):
-                status, body = call(proc.web_url, "POST", f"/admin/v2/namespaces/{ns}/permissions/{role}",
-                                    ["produce", "consume"], headers=root)
-                assert status == 204, body
-        status, body = call(proc.web_url, "PUT", "/admin/v2/clusters/registered",
-                            {"serviceUrl": "http://127.0.0.1:1"}, headers=root)
-        assert status == 204, body
-        yield proc
-    finally:
-        proc.kill()
 
 
 async def connect_as(proc: BrokerProcess, secret: bytes, role: str) -> WirePeer:

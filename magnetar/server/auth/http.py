@@ -7,8 +7,10 @@ The rules look only at the method and the path, so a route added later is covere
 * tenant-scoped admin paths (``/admin/v2/namespaces/{tenant}/...``, ``/admin/v2/persistent/{tenant}/...``,
   ``non-persistent``, ``schemas``, and ``GET /admin/v2/tenants/{tenant}``) need a super-user or an admin role
   of that tenant;
-* a topic's lookup (``GET /lookup/v2/topic/...``) and partition count (``GET /admin/v2/persistent/.../partitions``,
-  what clients with an ``http://`` service URL ask) need produce or consume on the topic, as the binary LOOKUP;
+* paths are matched raw, as the router matches them (``%2F`` stays inside its segment);
+* a topic's lookup (``GET /lookup/v2/topic/...``, and its ``/bundle``) and partition count
+  (``GET /admin/v2/persistent/.../partitions``, what clients with an ``http://`` service URL ask) need
+  produce or consume on the topic, as the binary LOOKUP;
 * ``GET /admin/v2/clusters...`` needs any authenticated role;
 * every other admin path (tenant writes, brokers, clusters writes, anything new) needs a super-user;
 * other paths need an authenticated role.
@@ -40,6 +42,7 @@ _TENANT_SCOPED = re.compile(r"^/admin/v[23]/(?:namespaces|persistent|non-persist
 _TENANT = re.compile(r"^/admin/v[23]/tenants/([^/]+)/?$")
 _CLUSTERS = re.compile(r"^/admin/v[23]/clusters(?:/|$)")
 _HTTP_LOOKUP = re.compile(r"^/lookup/v2/topic/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)/?$")
+_HTTP_LOOKUP_BUNDLE = re.compile(r"^/lookup/v2/topic/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)/bundle/?$")
 _PARTITIONS = re.compile(r"^/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)/partitions/?$")
 
 
@@ -58,21 +61,28 @@ class Rule:
     topic: str | None = None  # for LOOKUP: the full topic name
 
 
+def _unquote(segment: str) -> str:
+    return urllib.parse.unquote(segment)
+
+
 def rule_for(method: str, path: str, *, metrics_authenticated: bool) -> Rule:
+    """The rule for a request; ``path`` is the raw path the router matches (``%2F`` still inside a
+    segment: the decoded path would split ``a%2Fb`` into two segments and match no topic rule)."""
     if path in OPEN_PATHS:
         return Rule(Need.NOTHING)
     if path in METRICS_PATHS:
         return Rule(Need.ROLE if metrics_authenticated else Need.NOTHING)
-    lookup = _HTTP_LOOKUP.match(path) or (_PARTITIONS.match(path) if method == "GET" else None)
+    lookup = (_HTTP_LOOKUP.match(path) or _HTTP_LOOKUP_BUNDLE.match(path)
+              or (_PARTITIONS.match(path) if method == "GET" else None))
     if lookup is not None:
-        domain, tenant, namespace, local = lookup.groups()
-        return Rule(Need.LOOKUP, tenant, f"{domain}://{tenant}/{namespace}/{urllib.parse.unquote(local)}")
+        domain, tenant, namespace, local = (_unquote(g) for g in lookup.groups())
+        return Rule(Need.LOOKUP, tenant, f"{domain}://{tenant}/{namespace}/{local}")
     if not path.startswith("/admin/"):
         return Rule(Need.ROLE)
     if (m := _TENANT_SCOPED.match(path)) is not None:
-        return Rule(Need.TENANT_ADMIN, m.group(1))
+        return Rule(Need.TENANT_ADMIN, _unquote(m.group(1)))
     if (m := _TENANT.match(path)) is not None and method == "GET":
-        return Rule(Need.TENANT_ADMIN, m.group(1))
+        return Rule(Need.TENANT_ADMIN, _unquote(m.group(1)))
     if _CLUSTERS.match(path) is not None and method == "GET":
         return Rule(Need.ROLE)
     return Rule(Need.SUPER_USER)
@@ -83,7 +93,7 @@ def auth_middleware(security: SecurityContext) -> Middleware:
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        rule = rule_for(request.method, request.path, metrics_authenticated=metrics_authenticated)
+        rule = rule_for(request.method, request.rel_url.raw_path, metrics_authenticated=metrics_authenticated)
         if rule.need is Need.NOTHING:
             return await handler(request)
         try:
