@@ -2,7 +2,11 @@
 success/failure counters (Pulsar's ``pulsar_authentication_success_total`` and
 ``pulsar_authentication_failures_total`` with ``provider_name``, ``auth_method`` and ``reason``).
 
-Every failure is logged with the method, the remote address and the reason, never with the credential.
+Every failure is logged with the method, the remote address and the reason, never with the credential,
+at most one line per ``FAILURE_LOG_INTERVAL_S`` and metric series (failures cost nothing to send). A
+method name is the client's choice: one this broker has no provider for is counted under
+``auth_method="unknown"``, so made-up names cannot add metric series.
+
 Callers get :class:`magnetar.broker.errors.AuthenticationError` carrying Pulsar's client-facing message.
 """
 
@@ -18,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from magnetar.broker.errors import AuthenticationError
+from magnetar.core.logs import RateLimitedLog
 from magnetar.server.auth.basic import BasicProvider
 from magnetar.server.auth.provider import AuthenticationProvider, AuthFailed, Credentials, Identity
 from magnetar.server.auth.settings import SecuritySettings
@@ -29,6 +34,10 @@ log = logging.getLogger("magnetar.server.auth")
 CONNECT_FAILURE_MESSAGE = "Unable to authenticate"
 HTTP_FAILURE_MESSAGE = "Authentication required"
 SERVICE_NAME = "AuthenticationService"
+FAILURE_LOG_INTERVAL_S = 10.0
+#: the methods counted by name (those of configured providers too); any other is ``UNKNOWN_METHOD``
+KNOWN_METHODS = frozenset({"", "none", "token", "basic", "tls"})
+UNKNOWN_METHOD = "unknown"
 
 
 def build_provider(method: str, settings: SecuritySettings) -> AuthenticationProvider:
@@ -45,6 +54,7 @@ class AuthenticationService:
         self.anonymous_role = anonymous_role or None
         self.successes: collections.Counter[tuple[str, str]] = collections.Counter()
         self.failures: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self._failure_logs: dict[tuple[str, str, str], RateLimitedLog] = {}  # per series: bounded as they are
 
     @classmethod
     def from_settings(cls, settings: SecuritySettings) -> AuthenticationService:
@@ -89,8 +99,14 @@ class AuthenticationService:
         return self.authenticate("none", Credentials(), remote)
 
     def _failed(self, provider: str, method: str, reason: str, detail: str, remote: str) -> AuthenticationError:
-        self.failures[(provider, method[:64], reason)] += 1
-        log.warning("authentication failed from %s: method=%r reason=%s: %s", remote, method[:64], reason, detail)
+        label = method if method in KNOWN_METHODS or method in self.providers else UNKNOWN_METHOD
+        series = (provider, label, reason)
+        self.failures[series] += 1
+        failure_log = self._failure_logs.get(series)
+        if failure_log is None:
+            failure_log = self._failure_logs[series] = RateLimitedLog(log, FAILURE_LOG_INTERVAL_S)
+        failure_log.warning("authentication failed from %s: method=%r reason=%s: %s", remote, method[:64],
+                                  reason, detail)
         return AuthenticationError(detail)
 
     def collector(self) -> Collector:
