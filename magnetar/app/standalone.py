@@ -43,7 +43,7 @@ from magnetar.broker.transactions.coordinators import (
 )
 from magnetar.core import crashpoints
 from magnetar.core.clock import SystemClock
-from magnetar.core.descriptors import raise_descriptor_limit, report_if_out_of_descriptors
+from magnetar.core.descriptors import capped_open_files, raise_descriptor_limit, report_if_out_of_descriptors
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.ledger.id_counter import MetadataLedgerIdAllocator
 from magnetar.metadata.api import MetadataError, MetadataStore
@@ -279,7 +279,7 @@ class Standalone:
         try:
             return await EmbeddedLedgerStore.open(
                 s.data_dir / "ledgers", journal_sync_data=s.journal_sync_data,
-                open_files_max=s.open_file_limit, fsync=FailingFsync(self._fsync_plan),
+                open_files_max=capped_open_files(s.open_file_limit), fsync=FailingFsync(self._fsync_plan),
             )
         except StorageError as exc:
             if isinstance(exc.__cause__, BlockingIOError):

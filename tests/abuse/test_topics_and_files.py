@@ -114,3 +114,15 @@ def test_system_topics_do_not_count_against_max_topics(broker: BrokerProcess) ->
     assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/__transaction_buffer_snapshot")[0] == 204
     assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t-last")[0] == 204  # the 20th counted
     assert http(broker, "PUT", f"/admin/v2/persistent/{namespace}/t-over")[0] == 412
+
+
+def test_open_file_limit_above_the_descriptor_limit_is_lowered_and_said(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Issue 36 item 13: openFileLimit is capped below RLIMIT_NOFILE (headroom for sockets), in the log."""
+    proc = start_broker(tmp_path_factory, "openFileLimit=100000000")
+    try:
+        assert proc.wait_for_log("openFileLimit=100000000 lowered to", 10)
+        assert_still_serving(proc)
+    finally:
+        proc.kill()

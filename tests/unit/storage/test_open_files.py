@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 from pathlib import Path
 
+import pytest
+
+from magnetar.core.descriptors import capped_open_files
 from magnetar.storage import EmbeddedLedgerStore
 
 LEDGERS = 40
@@ -74,3 +78,11 @@ async def test_idle_open_ledgers_are_closed_and_reopened_for_appends(tmp_path: P
         assert [await reopened.read(i, 0, 1) for i in ids] == [[b"r0", b"r1"]] * LEDGERS
     finally:
         await reopened.close()
+
+
+def test_open_file_limit_is_capped_below_the_descriptor_limit(caplog: pytest.LogCaptureFixture) -> None:
+    assert capped_open_files(1024, soft_limit=1 << 20) == 1024  # room enough: as configured
+    with caplog.at_level(logging.WARNING, logger="magnetar.descriptors"):
+        assert capped_open_files(1024, soft_limit=256) == 192  # a quarter kept for sockets and the rest
+    assert "openFileLimit=1024 lowered to 192" in caplog.text
+    assert capped_open_files(1024, soft_limit=64) == 16  # never below the minimum
