@@ -206,13 +206,13 @@ def _needs_broker(meta: Any) -> bool:
     return bool(meta.HasField("txnid_most_bits") or meta.num_chunks_from_msg > 1)
 
 
-def _through_broker(lr: LedgerRange, entry_id: int) -> ScanRange:
-    """The rest of ``lr`` from ``entry_id`` on, as a broker range."""
+def _through_broker(lr: LedgerRange, entry_id: int, upto: LedgerRange) -> ScanRange:
+    """From ``entry_id`` of ``lr`` to the end of ``upto`` (the task's last ledger range), as a broker range."""
     rng = lr.rng
     before = MessageId(lr.ledger_id, entry_id - 1, -1)
     start = rng.start if after(rng.start, before) else before
-    end = rng.end if (rng.end.ledger_id, rng.end.entry_id) == (lr.ledger_id, lr.last) else MessageId(
-        lr.ledger_id, lr.last, -1)
+    end = rng.end if (rng.end.ledger_id, rng.end.entry_id) == (upto.ledger_id, upto.last) else MessageId(
+        upto.ledger_id, upto.last, -1)
     return ScanRange(rng.topic, rng.partition, start, end, rng.start_time_ms, rng.end_time_ms, False)
 
 
@@ -239,20 +239,27 @@ def _decode(lr: LedgerRange, entry_id: int, data: bytes) -> list[Message] | None
 
 async def scan_task(task: LedgerTask, client: Callable[[], Client], *, fail_on_data_loss: bool, timeout_ms: int,
                     admin_url: str | None = None) -> AsyncGenerator[list[Message], None]:
-    """The task's ledger ranges, one after the other (``client``: the broker's, made when first needed)."""
+    """The task's ledger ranges, one after the other (``client``: the broker's, made when first needed). Once an
+    entry needs the broker, one broker read takes the rest of the task (a topic written in transactions
+    throughout costs one reader per task, not one per ledger)."""
+    handed_over: list[bool] = []
     for lr in task.ranges:
         part = scan_ledger(lr, client, fail_on_data_loss=fail_on_data_loss, timeout_ms=timeout_ms,
-                           admin_url=admin_url)
+                           admin_url=admin_url, upto=task.ranges[-1], handed_over=handed_over)
         try:
             async for chunk in part:
                 yield chunk
         finally:
             await part.aclose()
+        if handed_over:
+            return
 
 
 async def scan_ledger(lr: LedgerRange, client: Callable[[], Client], *, fail_on_data_loss: bool, timeout_ms: int,
-                      admin_url: str | None = None) -> AsyncGenerator[list[Message], None]:
-    """Chunks of at most ``ROWS_PER_BATCH`` messages of the ledger range, in order."""
+                      admin_url: str | None = None, upto: LedgerRange | None = None,
+                      handed_over: list[bool] | None = None) -> AsyncGenerator[list[Message], None]:
+    """Chunks of at most ``ROWS_PER_BATCH`` messages of the ledger range, in order. From an entry that needs the
+    broker on, a broker read to the end of ``upto`` (default ``lr``) takes over, and ``handed_over`` says so."""
     store = await _store(lr.location)
 
     def fetch(first: int) -> asyncio.Future[list[bytes]] | None:
@@ -280,7 +287,9 @@ async def scan_ledger(lr: LedgerRange, client: Callable[[], Client], *, fail_on_
                     if chunk:
                         yield chunk
                         chunk = []
-                    rest = scan(client(), _through_broker(lr, entry), fail_on_data_loss=fail_on_data_loss,
+                    if handed_over is not None:
+                        handed_over.append(True)
+                    rest = scan(client(), _through_broker(lr, entry, upto or lr), fail_on_data_loss=fail_on_data_loss,
                                 timeout_ms=timeout_ms, admin_url=admin_url)
                     try:
                         async for part in rest:
