@@ -143,3 +143,15 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield proc
     finally:
         proc.kill()
+
+
+def test_the_system_tenant_and_namespace_cannot_be_deleted(broker: BrokerProcess) -> None:
+    """Issue 36 item 16: deleting tenant pulsar answered 204 (force), its system topics kept working and it
+    reappeared after a restart. Refused, with or without force."""
+    for path in ("/admin/v2/tenants/pulsar?force=true", "/admin/v2/tenants/pulsar",
+                 "/admin/v2/namespaces/pulsar/system?force=true"):
+        status, body = http(broker, "DELETE", path)
+        assert status == 409, (path, status, body)
+        assert "system" in body["reason"] or "active namespaces" in body["reason"], body
+    assert "pulsar" in http(broker, "GET", "/admin/v2/tenants")[1]
+    assert http(broker, "GET", "/admin/v2/namespaces/pulsar")[1] == ["pulsar/system"]

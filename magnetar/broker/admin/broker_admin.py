@@ -29,7 +29,7 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.names import PARTITION_SUFFIX, NamespaceName, TopicName, valid_segment
 from magnetar.broker.parts import Broker
-from magnetar.broker.registry.catalog import namespace_key
+from magnetar.broker.registry.catalog import SYSTEM_NAMESPACE, namespace_key
 from magnetar.broker.topic.persistent import TERMINATED_PROPERTY, PersistentTopic
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
 from magnetar.ledger.api import ManagedLedgerError, Position
@@ -138,6 +138,9 @@ class BrokerAdmin:
 
     async def delete_tenant(self, tenant: str, *, force: bool) -> None:
         await self.tenant(tenant)
+        if tenant == SYSTEM_NAMESPACE.tenant:  # the broker recreates it at start: deleting it only hides it
+            raise Conflict(f"Cannot delete the system tenant {tenant}: the broker's own topics live in "
+                           f"{SYSTEM_NAMESPACE}")
         namespaces = await self.namespaces(tenant)
         if namespaces and not force:
             raise Conflict("The tenant still has active namespaces")
@@ -176,6 +179,8 @@ class BrokerAdmin:
 
     async def delete_namespace(self, ns: NamespaceName, *, force: bool) -> None:
         await self._policies_record(ns)
+        if ns == SYSTEM_NAMESPACE:
+            raise Conflict(f"Cannot delete the system namespace {ns}: the broker's own topics live there")
         topics = [t for t in await self.topics(ns) if not is_snapshot_topic(t)]  # system topics go with it
         partitioned = await self.partitioned_topics(ns)
         if (topics or partitioned) and not force:
