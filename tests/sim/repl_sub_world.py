@@ -59,6 +59,9 @@ class SimCursor:
         self.acked.add(index)
         self._advance()
 
+    def is_acknowledged(self, position: Position) -> bool:
+        return position.entry_id <= self.mark_delete or position.entry_id in self.acked
+
     def acknowledge_cumulative(self, position: Position) -> None:
         assert position.entry_id >= self.mark_delete, "a mark-delete never moves back"
         self.mark_delete = position.entry_id

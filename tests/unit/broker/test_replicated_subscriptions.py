@@ -14,7 +14,7 @@ from magnetar.broker.replication.subscriptions.cache import Snapshot, SnapshotCa
 from magnetar.broker.replication.subscriptions.rounds import PendingSnapshot, Step
 from magnetar.config import build_settings
 from magnetar.ledger.api import Position
-from tests.sim.repl_sub_world import World
+from tests.sim.repl_sub_world import SUB, SimCursor, SimSubscription, World
 
 
 def P(entry: int) -> Position:
@@ -131,6 +131,35 @@ async def _in_progress_until_written() -> None:
     written.set()
     await world.settle()
     assert ctrl.in_progress == 0 and world.totals.completed == 1 and world.totals.timedout == 0
+
+
+def test_markers_a_reader_passed_stay_hidden_from_a_subscription_created_later() -> None:
+    asyncio.run(_reader_passed_markers())
+
+
+async def _reader_passed_markers() -> None:
+    """b holds a's snapshot request and its own response before any durable subscription exists there; a
+    reader reads past them; then a's update creates the subscription at the start: its backlog is the data only
+    (the timer's pass between must not forget markers only the reader passed)."""
+    world = World(1, ("a", "b"))
+    await world.subscribe(world.clusters["a"])
+    a, b = world.clusters["a"], world.clusters["b"]
+    world.step_publish()  # a message (in a or b: either way b stores one)
+    a.msg_in_counter += 1
+    a.controller.tick()
+    await world.settle()
+    for _ in range(4):  # every link drains: the data, a's request, b's response
+        world.step_copy()
+        await world.settle()
+    markers = sum(1 for entry in b.log if entry.marker)
+    assert markers >= 1 and len(b.controller.markers) == markers
+    reader = SimSubscription("reader", SimCursor(b.log))
+    reader.durable = False
+    reader.cursor.acknowledge_cumulative(b.ledger.last_confirmed)
+    b.subscriptions["reader"] = reader
+    b.controller.tick()  # the timer's pass: only the reader passed the markers
+    later = b.add_durable_subscription(SUB, SimCursor(b.log))
+    assert b.controller.markers_ahead(later.cursor) == markers  # type: ignore[arg-type]
 
 
 def test_a_malformed_marker_from_a_peer_is_dropped(caplog: pytest.LogCaptureFixture) -> None:

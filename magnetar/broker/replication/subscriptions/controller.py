@@ -112,7 +112,10 @@ class TopicController:
         return sum(1 for p in self.markers[start:] if not cursor.is_acknowledged(p))
 
     def _forget_passed_markers(self) -> None:
-        cursors = [s.cursor for s in self.topic.subscriptions.values()]
+        """Markers every durable subscription passed are nobody's backlog any more. A reader's position does not
+        count: a durable subscription created after it (by a client, or by another cluster's update) may start
+        before what the reader read, and then still needs them."""
+        cursors = [s.cursor for s in self.topic.subscriptions.values() if s.durable]
         if not cursors:  # a subscription created later (at the earliest position) still needs them
             return
         lowest = min(c.mark_delete_position for c in cursors)
