@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import urllib.parse
 from collections.abc import Iterator
@@ -155,3 +156,28 @@ def test_the_system_tenant_and_namespace_cannot_be_deleted(broker: BrokerProcess
         assert "system" in body["reason"] or "active namespaces" in body["reason"], body
     assert "pulsar" in http(broker, "GET", "/admin/v2/tenants")[1]
     assert http(broker, "GET", "/admin/v2/namespaces/pulsar")[1] == ["pulsar/system"]
+
+
+def _nested_avro(depth: int) -> bytes:
+    """A record nested ``depth`` records deep, written as text (json.dumps itself recurses)."""
+    text = json.dumps({"type": "record", "name": "leaf", "fields": [{"name": "x", "type": "int"}]})
+    for i in range(depth):
+        text = f'{{"type": "record", "name": "r{i}", "fields": [{{"name": "f", "type": {text}}}]}}'
+    return text.encode()
+
+
+async def test_a_deeply_nested_avro_schema_is_invalid_not_an_internal_error(broker: BrokerProcess) -> None:
+    """Issue 36 item 15: answered "internal error: RecursionError"."""
+    topic = f"persistent://public/default/{unique('deep-avro')}"
+    peer = await WirePeer.connect(broker.port)
+    try:
+        deep = proto.pb.Schema(name="deep", schema_data=_nested_avro(3000), type=proto.pb.Schema.Avro)
+        reply = await create_producer(peer, topic, schema=deep)
+        assert reply.command.type == T.ERROR, reply.command
+        assert "RecursionError" not in reply.command.error.message and "internal" not in reply.command.error.message
+        assert "nested too deeply" in reply.command.error.message, reply.command.error
+    finally:
+        await peer.close()
+    status, body = http(broker, "POST", f"/admin/v2/schemas/public/default/{unique('deep-admin')}/schema",
+                        {"type": "AVRO", "schema": _nested_avro(3000).decode(), "properties": {}})
+    assert status in (400, 409, 412) and "nested too deeply" in str(body), (status, body)

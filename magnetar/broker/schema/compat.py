@@ -3,6 +3,7 @@
 Avro and JSON schemas (both carry an Avro record definition, as Pulsar's clients write them) are checked
 by the ``avro`` library's reader/writer resolution: BACKWARD means the new schema can read data written
 with the old one, FORWARD the reverse, FULL both. Other types are compatible only with their own type.
+A schema nested deeper than the parsers can follow is invalid (never an internal error).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def parse_avro(info: SchemaInfo) -> avro.schema.Schema:
         return avro.schema.parse(info.data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, avro.errors.AvroException) as exc:
         raise InvalidSchema(f"Invalid {type_name(info.type)} schema: {exc}") from exc
+    except RecursionError:  # the JSON or the Avro parser, on a schema nested deeper than the interpreter's stack
+        raise InvalidSchema(f"Invalid {type_name(info.type)} schema: nested too deeply") from None
 
 
 def validate(info: SchemaInfo) -> None:
@@ -35,7 +38,10 @@ def validate(info: SchemaInfo) -> None:
 
 def _reads(reader: SchemaInfo, writer: SchemaInfo) -> bool:
     checker = avro_compat.ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
-    result = checker.get_compatibility(parse_avro(reader), parse_avro(writer))
+    try:
+        result = checker.get_compatibility(parse_avro(reader), parse_avro(writer))
+    except RecursionError:  # too deep to compare: not shown compatible
+        return False
     return result.compatibility == avro_compat.SchemaCompatibilityType.compatible
 
 
