@@ -8,6 +8,7 @@ from the new position, exactly as a client SEEK does. This module knows no HTTP.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,12 +202,16 @@ class SubscriptionAdmin:
         if not 1 <= nth <= PEEK_SCAN_MAX:
             raise InvalidRequest(f"The message position must be between 1 and {PEEK_SCAN_MAX}")
         loaded, sub = await self._subscription(topic, name)
-        positions = _unacked(loaded.ledger, sub, nth)
-        if len(positions) < nth:
-            raise NotFound("Message not found")
-        entry = await read_for_admin(loaded.ledger, positions[-1])
-        return PeekedMessage(entry.position, proto.parse_entry_metadata(entry.data),
-                             bytes(proto.entry_payload(entry.data)))
+        seen = 0
+        for position in _unacked(loaded.ledger, sub, nth + PEEK_SCAN_MAX):
+            entry = await read_for_admin(loaded.ledger, position)
+            meta = proto.parse_entry_metadata(entry.data)
+            if meta.HasField("marker_type"):  # the broker's own entries are never messages (as Pulsar skips them)
+                continue
+            seen += 1
+            if seen == nth:
+                return PeekedMessage(entry.position, meta, bytes(proto.entry_payload(entry.data)))
+        raise NotFound("Message not found")
 
 
 async def read_for_admin(ledger: ManagedLedger, position: Position) -> Entry:
@@ -225,18 +230,18 @@ def _check_not_reserved(name: str) -> None:
         raise MethodNotAllowed(f"Subscription name {name!r} is reserved for the broker's own cursors")
 
 
-def _unacked(ledger: ManagedLedger, sub: Subscription, count: int) -> list[Position]:
-    """The first ``count`` unacknowledged positions after the mark-delete position (bounded scan)."""
-    found: list[Position] = []
+def _unacked(ledger: ManagedLedger, sub: Subscription, count: int) -> Iterator[Position]:
+    """Up to ``count`` unacknowledged positions after the mark-delete position, in order (bounded scan)."""
+    found = 0
     position = ledger.next_valid_position(sub.cursor.mark_delete_position)
     last = ledger.last_confirmed
     for _ in range(min(count + PEEK_SCAN_MAX, ledger.number_of_entries() + 1)):
-        if len(found) >= count or position > last:
+        if found >= count or position > last:
             break
         if not sub.cursor.is_acknowledged(position):
-            found.append(position)
+            found += 1
+            yield position
         position = ledger.next_valid_position(position)
-    return found
 
 
 async def _close_consumers(topic: PersistentTopic, consumers: list[Consumer]) -> None:

@@ -312,3 +312,27 @@ def test_admin_status_rest_and_cli_and_markers_never_reach_consumers(
     assert call(geo["a"].web_url, "GET", base)[1] == {topic: True}
     props = geo.internal_stats("a", path)["cursors"]["s"].get("properties", {})
     assert props.get("pulsar.replicated.subscription") == 1
+
+
+def test_markers_are_no_backlog_and_never_peeked_on_the_standby_after_a_restart(geo: Clusters) -> None:
+    """Nobody reads on the standby, so nobody skips the marker copies there: after b restarts they must still
+    be no backlog, and peek / examine must show the last message, not a marker."""
+    ns = geo.namespace("standby", ["a", "b"])
+    path = f"{ns}/t"
+    topic = f"persistent://{path}"
+    with geo.client("a") as ca:
+        consumer = subscribe(ca, topic)
+        producer = ca.create_producer(topic, batching_enabled=False)
+        produce_in_groups(geo, producer, 20)
+        assert take(consumer, 20) == names("m", range(20))
+        ids_b = ids_in(geo, "b", topic, 20)
+        wait_followed(geo, "b", path, ids_b, b"m19")
+        consumer.close()
+    assert geo.stats("b", path)["subscriptions"]["s"]["msgBacklog"] == 0
+    geo["b"].restart()
+    assert geo.stats("b", path)["subscriptions"]["s"]["msgBacklog"] == 0
+    status, _ = call(geo["b"].web_url, "GET", f"/admin/v2/persistent/{path}/subscription/s/position/1")
+    assert status == 404  # everything but markers is acknowledged
+    status, body = call(geo["b"].web_url, "GET",
+                        f"/admin/v2/persistent/{path}/examinemessage?initialPosition=latest&messagePosition=1")
+    assert (status, body) == (200, "m19")

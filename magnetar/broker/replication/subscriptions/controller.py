@@ -30,6 +30,8 @@ log = logging.getLogger("magnetar.broker.replicated_subscriptions")
 
 PENDING_MAX = 16  # snapshots in progress per topic
 MARKERS_TRACKED_MAX = 10_000  # marker positions kept to leave them out of backlogs (older ones count)
+MARKERS_RESCAN_MAX = 1_000  # entries a load reads past the subscriptions to find the markers stored before it
+_PIP33_MARKERS = frozenset({codec.REQUEST, codec.RESPONSE, codec.SNAPSHOT, codec.UPDATE})
 
 
 @dataclass(slots=True)
@@ -110,6 +112,34 @@ class TopicController:
         """Marker entries after ``cursor``'s mark-delete it has not passed (the topic's hook for backlogs)."""
         start = bisect.bisect_right(self.markers, cursor.mark_delete_position)
         return sum(1 for p in self.markers[start:] if not cursor.is_acknowledged(p))
+
+    async def recover_markers(self) -> None:
+        """Note the markers stored before this load that a durable subscription has not passed: on a standby
+        nobody reads, so nobody skips them, and they would count as backlog. Only a replicated topic or one with a
+        replicated subscription looks, and it reads at most MARKERS_RESCAN_MAX entries from the lowest
+        mark-delete (a backlog longer than that is data, whatever markers it holds)."""
+        cursors = [s.cursor for s in self.topic.subscriptions.values() if s.durable]
+        if not cursors or not (self.caches or self.topic.extensions.replicators):  # no marker comes here
+            return
+        ledger = self.topic.ledger
+        position = ledger.next_valid_position(min(c.mark_delete_position for c in cursors))
+        found: list[Position] = []
+        for _ in range(MARKERS_RESCAN_MAX):
+            if position > ledger.last_confirmed or self.topic.closed:
+                break
+            try:
+                entry = await ledger.read_entry(position)
+            except Exception as exc:  # a read the load cannot do leaves the older markers counted, as before
+                log.warning("%s: markers before %s are not looked for: %s", self.topic.name, position, exc)
+                break
+            meta = proto.parse_entry_metadata(entry.data)
+            if meta.HasField("marker_type") and meta.marker_type in _PIP33_MARKERS:
+                found.append(entry.position)
+            position = ledger.next_valid_position(position)
+        known = set(self.markers)
+        for marker in found:
+            if marker not in known:
+                self._note_marker(marker)
 
     def _forget_passed_markers(self) -> None:
         """Markers every durable subscription passed are nobody's backlog any more. A reader's position does not

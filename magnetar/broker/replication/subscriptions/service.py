@@ -66,6 +66,7 @@ class ReplicatedSubscriptions(TopicListener):
         for sub in topic.subscriptions.values():
             if sub.durable and sub.cursor.properties.get(PROPERTY):
                 ctrl.attach(sub)
+        await ctrl.recover_markers()
 
     async def topic_closing(self, topic: PersistentTopic, reason: CloseReason) -> None:
         key = str(topic.name)

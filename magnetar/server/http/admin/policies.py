@@ -18,7 +18,7 @@ from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.policies import BacklogQuota
 from magnetar.broker.policies.store import DESTINATION_STORAGE, QUOTA_TYPES
 from magnetar.broker.topic.persistent import PersistentTopic
-from magnetar.ledger.api import Position
+from magnetar.ledger.api import Entry, Position
 from magnetar.server.http.admin.topics import peek_headers
 from magnetar.server.http.routes import Route, int_value, json_body, match, no_content, ok
 
@@ -162,6 +162,23 @@ def nth_position(ledger: Any, nth: int, *, from_latest: bool) -> Position:
     raise NotFound("Message not found")
 
 
+MARKERS_SKIPPED_MAX = 10_000  # marker entries examinemessage steps over before it answers 404
+
+
+async def nth_message(ledger: Any, nth: int, *, from_latest: bool) -> Entry:
+    """The nth (from 1) stored message counted from the first or from the last entry: marker entries (the
+    broker's own: PIP-33, transaction markers) are not messages and are not counted, as Pulsar skips them."""
+    seen = 0
+    for k in range(1, nth + MARKERS_SKIPPED_MAX + 1):
+        entry = await read_for_admin(ledger, nth_position(ledger, k, from_latest=from_latest))
+        if proto.parse_entry_metadata(entry.data).HasField("marker_type"):
+            continue
+        seen += 1
+        if seen == nth:
+            return entry
+    raise NotFound("Message not found")
+
+
 def message_routes(admin: BrokerAdmin) -> list[Route]:
     async def written(topic: TopicName) -> PersistentTopic:
         loaded = await admin.view(topic)  # reading creates nothing: a partition never written has no message
@@ -169,9 +186,7 @@ def message_routes(admin: BrokerAdmin) -> list[Route]:
             raise NotFound("Message not found")
         return loaded
 
-    async def reply(topic: TopicName, position: Position) -> web.Response:
-        loaded = await written(topic)
-        entry = await read_for_admin(loaded.ledger, position)
+    def reply(entry: Entry) -> web.Response:
         meta = proto.parse_entry_metadata(entry.data)
         return web.Response(body=bytes(proto.entry_payload(entry.data)), headers=peek_headers(entry.position, meta),
                             content_type="application/octet-stream")
@@ -181,11 +196,11 @@ def message_routes(admin: BrokerAdmin) -> list[Route]:
         loaded = await written(topic)
         nth = int_value(req.query.get("messagePosition", "1"), "messagePosition", 1, 100_000)
         latest = req.query.get("initialPosition", "latest").lower() == "latest"
-        return await reply(topic, nth_position(loaded.ledger, nth, from_latest=latest))
+        return reply(await nth_message(loaded.ledger, nth, from_latest=latest))
 
     async def by_id(req: web.Request) -> web.Response:
         position = Position(int_value(match(req, "ledgerId"), "ledgerId"), int_value(match(req, "entryId"), "entryId"))
-        return await reply(_topic(req), position)
+        return reply(await read_for_admin((await written(_topic(req))).ledger, position))
 
     return [
         Route("GET", TOPIC + "/examinemessage", examine, "Read the nth message from the earliest or latest",
