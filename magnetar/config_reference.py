@@ -15,6 +15,7 @@ MAGNETAR_KEYS = frozenset({
     "maxChunkedMessageSizeBytes", "maxClientNameLength", "maxProducerMetadataSize", "openFileLimit",
     "managedLedgerCursorPersistIntervalMs", "managedLedgerOffloadKeyPrefix", "managedLedgerOffloadReadCacheSizeInBytes",
     "transactionCoordinatorCount", "transactionTimeoutMillis", "transactionTimeoutMaxMillis",
+    "maxOpenTransactionsPerConnection",
     "topicTwoPhaseDeletionEnabled", "twoPhaseDeletionLedgerDeletionParallelism", "twoPhaseDeletionMaxRetryDeleteCount",
     "twoPhaseDeletionReconsumeLaterInSeconds", "magnetarTestingCrashPoints", "magnetarTestingFsyncFailureProbability",
     "magnetarTestingStorageDeleteFailureProbability",
@@ -139,7 +140,9 @@ MEANINGS: dict[str, dict[str, str]] = {
         "transactionCoordinatorEnabled": "run the transaction coordinator(s)",
         "transactionCoordinatorCount": "coordinators (partitions of `transaction_coordinator_assign`)",
         "transactionTimeoutMillis": "a transaction's timeout when the client sends none",
-        "transactionTimeoutMaxMillis": "a longer client timeout is cut to this; 0 = no cap",
+        "transactionTimeoutMaxMillis": "a longer client timeout is cut to this (3 hours); 0 = no cap",
+        "maxOpenTransactionsPerConnection": "transactions one connection may have open at once (NEW_TXN past it: "
+                                            "NotAllowed); 0 = no limit",
         "maxActiveTransactionsPerCoordinator": "open transactions per coordinator; 0 = no limit",
         "transactionBufferClientOperationTimeoutInMills": "the coordinator's wait for one partition or subscription "
                                                           "to end a transaction",

@@ -28,7 +28,7 @@ from magnetar.broker.transactions.api import (
 )
 from magnetar.broker.transactions.buffered_writer import WriterFactory
 from magnetar.broker.transactions.coordinator import EndPolicy, TransactionCoordinator, TxnCounters, TxnMeta
-from magnetar.broker.transactions.states import action_of, check_open
+from magnetar.broker.transactions.states import TxnStatus, action_of, check_open
 from magnetar.broker.transactions.txn_log import TxnLog, plain_writer
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
@@ -199,6 +199,12 @@ class TransactionCoordinatorService:
                 f"Subscription {subscription} on {topic} was not added to transaction {txn} "
                 "(ADD_SUBSCRIPTION_TO_TXN first)"
             )
+
+    def is_open(self, txn: TxnId) -> bool:
+        """Whether ``txn`` is still OPEN on its coordinator here (False once ending, ended or unknown)."""
+        tc = self.coordinators.get(txn.most)
+        meta = tc.txns.get(txn) if tc is not None else None
+        return meta is not None and meta.status is TxnStatus.OPEN
 
     def owner_of(self, txn: TxnId) -> str | None:
         return self.coordinator(txn.most).get(txn).owner

@@ -19,6 +19,7 @@ from magnetar.broker.errors import BrokerError, NotAllowed, TooManyRequests
 from magnetar.broker.parts import Broker
 from magnetar.broker.subscription.consumer import Consumer
 from magnetar.broker.topic.producer import Producer
+from magnetar.broker.transactions.api import TxnId
 from magnetar.core.clock import Clock
 from magnetar.core.lifecycle import Transitions
 from magnetar.core.logs import RateLimitedLog
@@ -77,6 +78,7 @@ class ServerConnection:
         self._decoder = proto.FrameDecoder(proto.max_frame_bytes_for(self.max_message_size))
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
+        self.open_txns: set[TxnId] = set()  # opened here, maybe still open (maxOpenTransactionsPerConnection)
         self._requests: set[asyncio.Task[None]] = set()
         self._received_since_tick = False
         self._ping_outstanding = False

@@ -17,6 +17,7 @@ from magnetar.broker.endpoint import Endpoint
 from magnetar.broker.parts import Broker
 from magnetar.broker.subscription.consumer import Consumer
 from magnetar.broker.topic.producer import Producer
+from magnetar.broker.transactions.api import TxnId
 from magnetar.core.clock import Clock
 from magnetar.server.auth import ConnectionAuth
 
@@ -38,6 +39,11 @@ class Session(Endpoint, Protocol):
 
     @property
     def consumers(self) -> dict[int, Consumer]: ...
+
+    @property
+    def open_txns(self) -> set[TxnId]:
+        """The transactions this connection opened that may still be open (``maxOpenTransactionsPerConnection``)."""
+        ...
 
     @property
     def max_message_size(self) -> int: ...

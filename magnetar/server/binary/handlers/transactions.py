@@ -94,12 +94,26 @@ def on_tc_client_connect(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview
     return _answer(conn, T.TC_CLIENT_CONNECT_REQUEST, req.request_id, None, work)
 
 
+def _check_open_txns(conn: Session, service: TransactionCoordinatorService) -> None:
+    """``maxOpenTransactionsPerConnection``: at the cap, forget the ones that ended, then refuse if still full."""
+    cap = conn.broker.config.max_open_transactions_per_connection
+    if cap <= 0 or len(conn.open_txns) < cap:
+        return
+    conn.open_txns.difference_update([t for t in conn.open_txns if not service.is_open(t)])
+    if len(conn.open_txns) >= cap:
+        raise NotAllowed(f"This connection has {len(conn.open_txns)} open transactions, the limit "
+                         f"(maxOpenTransactionsPerConnection): end some first")
+
+
 def on_new_txn(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -> Awaitable[None]:
     req = cmd.newTxn
 
     async def work(service: TransactionCoordinatorService) -> TxnId:
+        _check_open_txns(conn, service)
         # milliseconds, as Java sends it
-        return await service.new_txn(req.tc_id, req.txn_ttl_seconds, _authenticated_role(conn))
+        txn = await service.new_txn(req.tc_id, req.txn_ttl_seconds, _authenticated_role(conn))
+        conn.open_txns.add(txn)
+        return txn
 
     return _answer(conn, T.NEW_TXN, req.request_id, None, work)
 
@@ -137,6 +151,7 @@ def on_end_txn(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview | None) -
             raise TxnError(f"END_TXN for {txn} needs txn_action COMMIT or ABORT")
         require_owner(conn, txn, service.owner_of(txn))
         await service.end_txn(txn, TxnAction(req.txn_action))
+        conn.open_txns.discard(txn)
 
     return _answer(conn, T.END_TXN, req.request_id, txn, work)
 
