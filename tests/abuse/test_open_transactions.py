@@ -50,7 +50,8 @@ async def test_a_connection_opens_at_most_its_share_and_a_ttl_is_capped(capped: 
             assert not answer.HasField("error"), answer
             opened.append((answer.txnid_most_bits, answer.txnid_least_bits))
         refused = await new_txn(peer, CAP)
-        assert refused.error == ServerErrorCode.NotAllowedError and "maxOpenTransactionsPerConnection" in refused.message
+        assert refused.error == ServerErrorCode.NotAllowedError
+        assert "maxOpenTransactionsPerConnection" in refused.message
         assert not (await new_txn(other, 1)).HasField("error")  # another connection is not held back
 
         most, least = opened[0]
