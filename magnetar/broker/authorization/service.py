@@ -4,7 +4,8 @@
 * a tenant's ``adminRoles`` may administer the tenant's namespaces and topics, and produce and consume there;
 * any other role needs the action granted on the namespace or on the topic (a partition inherits its
   partitioned topic's grants); consuming from a subscription listed in ``subscription_auth_roles`` also
-  needs the role in that list; a lookup needs produce or consume.
+  needs the role in that list; a lookup (and a topic's stats) needs produce or consume; a namespace's topic list
+  needs produce or consume granted on the namespace.
 
 Roles are plain strings; None is an unauthenticated caller and is refused everything when authorization
 is on. Decisions read the metadata store each time (admin changes apply to the next request).
@@ -86,6 +87,18 @@ class AuthorizationService:
         return await self.allowed(topic, role, AuthAction.PRODUCE) or await self.allowed(
             topic, role, AuthAction.CONSUME
         )
+
+    async def can_list_topics(self, ns: NamespaceName, role: str | None) -> bool:
+        """A namespace's topic list: its tenant's admins, and roles granted produce or consume on the namespace
+        itself (a grant on one topic is not enough), as Pulsar's GET_TOPICS."""
+        if not self.enabled:
+            return True
+        if role is None:
+            return False
+        if await self.is_tenant_admin(ns.tenant, role):
+            return True
+        policies = await self.auth_policies(ns)
+        return policies.allows((), role, AuthAction.PRODUCE) or policies.allows((), role, AuthAction.CONSUME)
 
     async def check(self, topic: TopicName, role: str | None, action: AuthAction,
                     subscription: str | None = None) -> None:

@@ -212,7 +212,7 @@ ADMIN_CASES = [
     ("GET", "/admin/v2/clusters", {None: 401, "writer": 200, "acme-admin": 200, "admin": 200}),
     ("GET", f"/admin/v2/namespaces/{NS}", {None: 401, "writer": 403, "acme-admin": 200, "admin": 200}),
     ("GET", "/admin/v2/namespaces/public/default", {None: 401, "acme-admin": 403, "admin": 200}),
-    ("GET", f"/admin/v2/persistent/{NS}", {None: 401, "writer": 403, "acme-admin": 200, "admin": 200}),
+    ("GET", f"/admin/v2/persistent/{NS}", {None: 401, "stranger": 403, "acme-admin": 200, "admin": 200}),
     ("GET", f"/admin/v2/namespaces/{NS}/permissions", {None: 401, "writer": 403, "acme-admin": 200}),
     ("GET", "/admin/v2/brokers/health", {None: 401, "acme-admin": 403, "admin": 200}),
     ("GET", "/status.html", {None: 200}),
@@ -232,3 +232,30 @@ def test_admin_endpoints_answer_per_role(broker: SecureBroker, secret_key: bytes
         assert got == status, (role, answer)
         if status in (401, 403):
             assert isinstance(answer, dict) and answer["reason"]
+
+
+def test_produce_or_consume_permission_reads_stats_and_lists_the_namespace(broker: SecureBroker, secret_key: bytes,
+                                                                           as_role) -> None:  # type: ignore[no-untyped-def]
+    """Pulsar's GET_STATS needs what a lookup needs; GET_TOPICS needs produce or consume on the namespace."""
+    ns = "acme/listing"
+    assert rest(broker, secret_key, "PUT", f"/namespaces/{ns}")[0] == 204
+    assert rest(broker, secret_key, "POST", f"/namespaces/{ns}/permissions/ns-writer", ["produce"])[0] == 204
+    topic, other = _topic(ns), _topic(ns)
+    path, other_path = topic.removeprefix("persistent://"), other.removeprefix("persistent://")
+    assert rest(broker, secret_key, "POST", f"/persistent/{path}/permissions/topic-reader", ["consume"])[0] == 204
+    as_role("admin").create_producer(topic).send(b"x")
+    as_role("admin").create_producer(other).send(b"y")
+    for role in ("ns-writer", "topic-reader"):
+        for sub in ("stats", "internalStats"):
+            status, body = rest(broker, secret_key, "GET", f"/persistent/{path}/{sub}", role=role)
+            assert status == 200, (role, sub, body)
+    assert rest(broker, secret_key, "GET", f"/persistent/{other_path}/stats", role="ns-writer")[0] == 200
+    assert rest(broker, secret_key, "GET", f"/persistent/{other_path}/stats", role="topic-reader")[0] == 403
+    assert rest(broker, secret_key, "GET", f"/persistent/{path}/stats", role="stranger")[0] == 403
+    for listing in (f"/persistent/{ns}", f"/namespaces/{ns}/topics"):
+        status, body = rest(broker, secret_key, "GET", listing, role="ns-writer")
+        assert status == 200 and topic in body, (listing, body)
+        assert rest(broker, secret_key, "GET", listing, role="topic-reader")[0] == 403  # a topic grant only
+        assert rest(broker, secret_key, "GET", listing, role="stranger")[0] == 403
+    # what a reader may not do stays refused
+    assert rest(broker, secret_key, "DELETE", f"/persistent/{path}", role="ns-writer")[0] == 403
