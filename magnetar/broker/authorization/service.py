@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from magnetar.broker.authorization.policies import AuthAction, AuthPolicies
-from magnetar.broker.errors import AuthorizationError, InvalidRequest, MetadataError
+from magnetar.broker.errors import AuthorizationError, InvalidRequest, MetadataError, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.metadata import api as md
 
@@ -104,11 +104,22 @@ class AuthorizationService:
                     subscription: str | None = None) -> None:
         """Raise AuthorizationError (with Pulsar's message) unless allowed."""
         if not await self.allowed(topic, role, action, subscription):
+            await self._refuse_missing_namespace(topic)
             verb = "Produce" if action is AuthAction.PRODUCE else "subscribe"
             log.info("role %r refused %s on %s", role, action.value, topic)
             raise AuthorizationError(f"Client is not authorized to {verb}")
 
     async def check_lookup(self, topic: TopicName, role: str | None, what: str = "Lookup") -> None:
         if not await self.can_lookup(topic, role):
+            await self._refuse_missing_namespace(topic)
             log.info("role %r refused %s on %s", role, what, topic)
             raise AuthorizationError(f"Client is not authorized to {what}")
+
+    async def _refuse_missing_namespace(self, topic: TopicName) -> None:
+        """A refused topic whose namespace does not exist is not found, as Pulsar answers (TopicNotFound)."""
+        try:
+            record = await self.metadata.get(f"{TENANTS}/{topic.tenant}/{topic.namespace}")
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
+        if record is None:
+            raise TopicNotFound(f"Namespace {topic.namespace_name} does not exist")

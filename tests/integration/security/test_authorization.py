@@ -259,3 +259,16 @@ def test_produce_or_consume_permission_reads_stats_and_lists_the_namespace(broke
         assert rest(broker, secret_key, "GET", listing, role="stranger")[0] == 403
     # what a reader may not do stays refused
     assert rest(broker, secret_key, "DELETE", f"/persistent/{path}", role="ns-writer")[0] == 403
+
+
+def test_a_topic_in_a_namespace_that_does_not_exist_is_not_found(as_role) -> None:  # type: ignore[no-untyped-def]
+    """The official client's test_create_producer_failure: Pulsar answers TopicNotFound, not AuthorizationError,
+    for a tenant or namespace that does not exist; an existing one still refuses the role."""
+    stranger = as_role("stranger")
+    for missing in ("persistent://private/auth/my-python-topic-producer-failure", f"persistent://{NS}-none/t"):
+        with pytest.raises(pulsar.TopicNotFound):
+            stranger.create_producer(missing)
+        with pytest.raises(pulsar.TopicNotFound):
+            stranger.subscribe(missing, "s")
+    with pytest.raises(pulsar.AuthorizationError):
+        stranger.create_producer(_topic())
