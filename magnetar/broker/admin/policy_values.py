@@ -108,5 +108,6 @@ POLICY_SETTERS: dict[str, Any] = {
     "offload_deletion_lag_ms": lambda v: _int_field(v, "offloadDeletionLagMs"),
     "compaction_threshold": _compaction_threshold,
     "deduplicationEnabled": _boolean,
+    "encryption_required": _boolean,
     "backlog_quota_map": _quota_map,
 }

@@ -214,3 +214,15 @@ def test_backlog_quota_eviction_moves_slow_subscriptions(broker: BrokerProcess) 
         assert 0 < stats["subscriptions"]["slow"]["msgBacklog"] < 41  # type: ignore[index]
     finally:
         c.close()
+
+
+def test_encryption_required_is_stored_and_answered_as_pulsar_does(broker: BrokerProcess) -> None:
+    ns = namespace(broker)
+    path = f"/admin/v2/namespaces/{ns}/encryptionRequired"
+    assert call(broker.web_url, "GET", path) == (200, False)
+    assert call(broker.web_url, "POST", path, True)[0] == 204
+    assert call(broker.web_url, "GET", path) == (200, True)
+    assert call(broker.web_url, "GET", f"/admin/v2/namespaces/{ns}")[1]["encryption_required"] is True
+    assert call(broker.web_url, "POST", path, "yes")[0] == 400
+    assert call(broker.web_url, "POST", path, False)[0] == 204
+    assert call(broker.web_url, "GET", path) == (200, False)

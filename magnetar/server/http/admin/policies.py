@@ -73,6 +73,13 @@ def namespace_policy_routes(admin: BrokerAdmin) -> list[Route]:
             return no_content()
         return handler
 
+    async def get_encryption(req: web.Request) -> web.Response:
+        return ok(bool(await admin.policy(_ns(req), "encryption_required")))
+
+    async def set_encryption(req: web.Request) -> web.Response:
+        await admin.set_policy(_ns(req), "encryption_required", await json_body(req, required=True))
+        return no_content()
+
     async def get_quotas(req: web.Request) -> web.Response:
         return ok(await admin.policy(_ns(req), "backlog_quota_map") or {})
 
@@ -93,6 +100,11 @@ def namespace_policy_routes(admin: BrokerAdmin) -> list[Route]:
               ok=204, body={"type": "boolean"}, body_required=True),
         Route("DELETE", NS + "/deduplication", set_dedup(False), "Remove the deduplication policy", "namespaces",
               ok=204),
+        # stored and answered as Pulsar's; the broker does not refuse unencrypted messages (docs/guide/security.md)
+        Route("GET", NS + "/encryptionRequired", get_encryption, "Get the namespace's encryptionRequired",
+              "namespaces", result={"type": "boolean"}),
+        Route("POST", NS + "/encryptionRequired", set_encryption, "Set the namespace's encryptionRequired",
+              "namespaces", ok=204, body={"type": "boolean"}, body_required=True),
         Route("GET", NS + "/backlogQuotaMap", get_quotas, "Get the backlog quotas", "namespaces", result=_ANY),
         Route("POST", NS + "/backlogQuota", set_quota, "Set a backlog quota", "namespaces", ok=204, body=_ANY,
               body_required=True, query={"backlogQuotaType": {"type": "string"}}),
