@@ -224,6 +224,7 @@ _KEYS: dict[str, tuple[str, str, Callable[[str], Any], int]] = {
     "transactionTimeoutMaxMillis": ("broker", "transaction_timeout_max_millis", _int, 1),
     "maxActiveTransactionsPerCoordinator": ("broker", "max_active_transactions_per_coordinator", _int, 1),
     "maxOpenTransactionsPerConnection": ("broker", "max_open_transactions_per_connection", _int, 1),
+    "maxConsumersPerSubscription": ("broker", "max_consumers_per_subscription", _int, 1),
     "transactionBufferClientOperationTimeoutInMills": (
         "broker", "transaction_buffer_client_operation_timeout_ms", _positive, 1,
     ),

@@ -68,7 +68,7 @@ FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
                               "dispatcherMaxRoundRobinBatchSize")),
     ("subscribe rate limits", ("subscribeThrottlingRatePerConsumer", "subscribeRatePeriodPerConsumerInSecond")),
     ("per-topic producer, consumer and subscription limits", (
-        "maxProducersPerTopic", "maxConsumersPerTopic", "maxSubscriptionsPerTopic", "maxConsumersPerSubscription",
+        "maxProducersPerTopic", "maxConsumersPerTopic", "maxSubscriptionsPerTopic",
         "maxSameAddress", "maxUnackedMessagesPerSubscription", "maxUnackedMessagesPerBroker",
         "maxNumPartitionsPerPartitionedTopic", "maxTenants", "maxNamespacesPerTenant")),
     ("subscription expiry and auto-creation switches", (

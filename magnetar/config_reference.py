@@ -141,6 +141,7 @@ MEANINGS: dict[str, dict[str, str]] = {
         "transactionCoordinatorCount": "coordinators (partitions of `transaction_coordinator_assign`)",
         "transactionTimeoutMillis": "a transaction's timeout when the client sends none",
         "transactionTimeoutMaxMillis": "a longer client timeout is cut to this (3 hours); 0 = no cap",
+        "maxConsumersPerSubscription": "consumers on one subscription; SUBSCRIBE past it: ConsumerBusy; 0 = no limit",
         "maxOpenTransactionsPerConnection": "transactions one connection may have open at once (NEW_TXN past it: "
                                             "NotAllowed); 0 = no limit",
         "maxActiveTransactionsPerCoordinator": "open transactions per coordinator; 0 = no limit",

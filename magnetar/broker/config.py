@@ -69,6 +69,7 @@ class BrokerConfig:
     transaction_coordinator_count: int = 1  # transactionCoordinatorCount: partitions of transaction_coordinator_assign
     transaction_timeout_millis: int = 180_000  # transactionTimeoutMillis: when NEW_TXN carries no txn_ttl
     transaction_timeout_max_millis: int = 10_800_000  # transactionTimeoutMaxMillis: a longer txn_ttl is cut to this
+    max_consumers_per_subscription: int = 0  # maxConsumersPerSubscription: 0 = no limit
     max_open_transactions_per_connection: int = 1_000  # maxOpenTransactionsPerConnection: 0 = no limit
     max_active_transactions_per_coordinator: int = 0  # maxActiveTransactionsPerCoordinator: 0 = no limit
     transaction_buffer_client_operation_timeout_ms: int = 3_000  # transactionBufferClientOperationTimeoutInMills

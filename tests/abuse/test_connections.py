@@ -11,12 +11,14 @@ import socket
 import time
 from collections.abc import Iterator
 
+import pulsar
 import pytest
 
 from magnetar import protocol as proto
 from tests.abuse.conftest import assert_still_serving, http, start_broker, unique
 from tests.component.wire import T, WirePeer
 from tests.integration.broker_process import BrokerProcess
+from tests.integration.conftest import make_client
 
 PER_ADDRESS_MAX = 20
 TOTAL_MAX = 30
@@ -161,3 +163,20 @@ async def test_requests_over_the_in_flight_bound_get_too_many_requests(broker: B
         assert reply.response == proto.pb.CommandPartitionedTopicMetadataResponse.Success
     finally:
         await peer.close()
+
+
+def test_max_consumers_per_subscription_refuses_the_next_one(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 36 item 8: Pulsar's maxConsumersPerSubscription (the ring itself: bench/key_shared_ring.py)."""
+    proc = start_broker(tmp_path_factory, "maxConsumersPerSubscription=3")
+    client = make_client(proc.url)
+    try:
+        topic = f"persistent://public/default/{unique('max-consumers')}"
+        joined = [client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared) for _ in range(3)]
+        with pytest.raises(pulsar.ConsumerBusy):
+            client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared)
+        client.subscribe(topic, "other", consumer_type=pulsar.ConsumerType.KeyShared)  # per subscription
+        joined[0].close()
+        client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared)  # room again
+    finally:
+        client.close()
+        proc.kill()

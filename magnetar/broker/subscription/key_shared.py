@@ -20,6 +20,8 @@ from magnetar.broker.subscription.consumer import Consumer
 HASH_RANGE_SIZE = 65536
 NONE_KEY = b"NONE_KEY"
 RING_POINTS_PER_CONSUMER = 100
+RING_BUCKET_BITS = 8  # the ring is kept in 256 sorted buckets of 256 hash values each
+RING_BUCKETS = HASH_RANGE_SIZE >> RING_BUCKET_BITS
 RANGES_PER_CONSUMER_MAX = 1024  # sticky hash ranges one consumer may declare
 MODE_AUTO_SPLIT = 0
 MODE_STICKY = 1
@@ -42,14 +44,17 @@ class StickyKeySelector:
     """Maps a hash to its consumer; one instance per Key_Shared subscription.
 
     Costs are bounded whatever the clients send: a consumer's ring points are hashed once when it joins
-    (from its bounded name), joins and leaves change the ring incrementally, and sticky ranges are kept
-    sorted so a lookup or an overlap check is a binary search, not a scan of every consumer's ranges.
+    (from its bounded name), joins and leaves change only that consumer's points (the ring is split into
+    buckets by hash value, so a point goes in or out of a short sorted list: 3,000 consumers joining and
+    leaving cost O(points · bucket), not O(consumers²)), and sticky ranges are kept sorted so a lookup or
+    an overlap check is a binary search, not a scan of every consumer's ranges.
     """
 
     def __init__(self, mode: int) -> None:
         self.mode = mode
-        self._ring: list[tuple[int, int]] = []  # (point, join order): ties go to the earlier consumer
-        self._points: list[int] = []
+        # (point, join order) sorted, per bucket of hash values: ties go to the earlier consumer
+        self._buckets: list[list[tuple[int, int]]] = [[] for _ in range(RING_BUCKETS)]
+        self._points_of: dict[int, list[int]] = {}  # join order -> its ring points
         self._ranges: list[tuple[int, int, int]] = []  # sticky: (start, end, join order), sorted
         self._starts: list[int] = []
         self._by_order: dict[int, Consumer] = {}
@@ -72,10 +77,11 @@ class StickyKeySelector:
                 bisect.insort(self._ranges, (start, end, order))
             self._starts = [r[0] for r in self._ranges]
             return
-        for i in range(RING_POINTS_PER_CONSUMER):
-            point = key_hash(f"{consumer.name}-{consumer.consumer_id}-{i}".encode())
-            bisect.insort(self._ring, (point, order))
-        self._points = [p for p, _ in self._ring]
+        points = [key_hash(f"{consumer.name}-{consumer.consumer_id}-{i}".encode())
+                  for i in range(RING_POINTS_PER_CONSUMER)]
+        self._points_of[order] = points
+        for point in points:
+            bisect.insort(self._buckets[point >> RING_BUCKET_BITS], (point, order))
 
     def remove(self, consumer: Consumer) -> None:
         order = self._order_of.pop(id(consumer), None)
@@ -86,8 +92,11 @@ class StickyKeySelector:
             self._ranges = [r for r in self._ranges if r[2] != order]
             self._starts = [r[0] for r in self._ranges]
             return
-        self._ring = [entry for entry in self._ring if entry[1] != order]
-        self._points = [p for p, _ in self._ring]
+        for point in self._points_of.pop(order, ()):
+            bucket = self._buckets[point >> RING_BUCKET_BITS]
+            index = bisect.bisect_left(bucket, (point, order))
+            if index < len(bucket) and bucket[index] == (point, order):
+                del bucket[index]
 
     def select(self, hash_value: int) -> Consumer | None:
         if not self._by_order:
@@ -97,10 +106,16 @@ class StickyKeySelector:
             if index >= 0 and hash_value <= self._ranges[index][1]:
                 return self._by_order[self._ranges[index][2]]
             return None
-        index = bisect.bisect_left(self._points, hash_value)
-        if index == len(self._points):
-            index = 0
-        return self._by_order[self._ring[index][1]]
+        first = hash_value >> RING_BUCKET_BITS
+        bucket = self._buckets[first]
+        index = bisect.bisect_left(bucket, (hash_value, -1))
+        if index < len(bucket):
+            return self._by_order[bucket[index][1]]
+        for offset in range(1, RING_BUCKETS + 1):  # the next point clockwise, wrapping past 65535
+            following = self._buckets[(first + offset) % RING_BUCKETS]
+            if following:
+                return self._by_order[following[0][1]]
+        return None
 
     def ranges_of(self, consumer: Consumer) -> list[tuple[int, int]]:
         """The hash ranges a consumer owns (for stats)."""
@@ -108,8 +123,9 @@ class StickyKeySelector:
             return list(consumer.hash_ranges)
         order = self._order_of.get(id(consumer))
         owned: list[tuple[int, int]] = []
-        previous = self._points[-1] if self._points else 0
-        for point, owner in self._ring:
+        ring = [entry for bucket in self._buckets for entry in bucket]
+        previous = ring[-1][0] if ring else 0
+        for point, owner in ring:
             if owner == order:
                 owned.append((previous + 1 if previous < point else 0, point))
             previous = point

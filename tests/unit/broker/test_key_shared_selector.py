@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import bisect
 import random
 
 import pytest
 
 from magnetar.broker.errors import ConsumerAssignError
 from magnetar.broker.subscription.consumer import Consumer
-from magnetar.broker.subscription.key_shared import HASH_RANGE_SIZE, MODE_AUTO_SPLIT, MODE_STICKY, StickyKeySelector
+from magnetar.broker.subscription.key_shared import (
+    HASH_RANGE_SIZE,
+    MODE_AUTO_SPLIT,
+    MODE_STICKY,
+    RING_POINTS_PER_CONSUMER,
+    StickyKeySelector,
+    key_hash,
+)
 from tests.unit.broker.test_broker_access import Endpoint
 
 
@@ -60,3 +68,29 @@ def test_many_sticky_ranges_are_checked_by_search() -> None:
         selector.add(consumer(cid, ranges=ranges, mode=MODE_STICKY))
     assert selector.select(63 * 1024 + 1022).consumer_id == 63  # type: ignore[union-attr]
     assert selector.select(63 * 1024 + 1023) is None
+
+
+def _reference_select(live: list[tuple[int, Consumer]], hash_value: int) -> Consumer | None:
+    """One sorted list of every (point, join order): the first point at or after the hash, wrapping."""
+    ring = sorted((key_hash(f"{c.name}-{c.consumer_id}-{i}".encode()), order)
+                  for order, c in live for i in range(RING_POINTS_PER_CONSUMER))
+    if not ring:
+        return None
+    index = bisect.bisect_left(ring, (hash_value, -1))
+    owner = ring[index % len(ring)][1]
+    return next(c for order, c in live if order == owner)
+
+
+def test_the_bucketed_ring_selects_as_one_sorted_ring_does() -> None:
+    rng = random.Random(36)
+    selector = StickyKeySelector(MODE_AUTO_SPLIT)
+    live: list[tuple[int, Consumer]] = []
+    for step in range(40):
+        if live and rng.random() < 0.35:
+            _, gone = live.pop(rng.randrange(len(live)))
+            selector.remove(gone)
+        else:
+            live.append((step, consumer(step)))
+            selector.add(live[-1][1])
+        for h in [0, 1, HASH_RANGE_SIZE - 1, *(rng.randrange(HASH_RANGE_SIZE) for _ in range(50))]:
+            assert selector.select(h) is _reference_select(live, h), (step, h)

@@ -123,6 +123,10 @@ async def on_subscribe(conn: Session, cmd: proto.pb.BaseCommand, _: memoryview |
     consumer = new_consumer(conn, req, topic_name)
     if not conn.is_open or req.consumer_id in conn.consumers:
         raise ConsumerBusy("Connection closed or consumer id reused while subscribing")
+    cap = conn.broker.config.max_consumers_per_subscription
+    joining = topic.subscriptions.get(req.subscription)
+    if cap > 0 and joining is not None and len(joining.consumers) >= cap:
+        raise ConsumerBusy("Subscription reached max consumers limit")  # Pulsar's words (maxConsumersPerSubscription)
     sub = await topic.subscribe(consumer, durable=durable, initial_position=initial, start=start)
     await conn.broker.replicated_subscriptions.subscribed(topic, sub, req.replicate_subscription_state)
     if not conn.is_open:
