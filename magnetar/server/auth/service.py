@@ -65,10 +65,12 @@ class AuthenticationService:
         return cls(providers, anonymous_role=settings.anonymous_user_role)
 
     def authenticate(self, method: str, credentials: Credentials, remote: str) -> Identity:
-        """Authenticate with the provider of ``method``; ``none``/empty falls back to the anonymous role."""
+        """Authenticate with the provider of ``method``; a method no provider serves (``none``, empty, or a name
+        the client made up) falls back to the anonymous role when there is one, as Pulsar's CONNECT does, so
+        such a client is refused by authorization at once instead of retrying a refused login."""
         provider = self.providers.get(method)
         if provider is None:
-            if self.anonymous_role is not None and method in ("", "none"):
+            if self.anonymous_role is not None:
                 return Identity(self.anonymous_role, "none")
             reason = "AUTH_REQUIRED" if method in ("", "none") else "UNSUPPORTED_METHOD"
             raise self._failed(SERVICE_NAME, method, reason, f"No authentication provider for method {method!r}",

@@ -67,3 +67,28 @@ def test_admin_api_takes_basic_authorization(broker: SecureBroker) -> None:
     assert http("GET", url, headers=basic("alice", "wonderland")) == (200, ["standalone"])
     assert http("GET", url, headers=basic("alice", "nope"))[0] == 401
     assert http("GET", url)[0] == 401
+
+
+def test_an_unknown_method_with_an_anonymous_role_is_refused_by_authorization(
+    tmp_path: Path, keys_dir: Path, closing: list[pulsar.Client]
+) -> None:
+    """The official client's test_basic_auth_method: Pulsar takes a CONNECT whose method no provider serves as
+    the anonymous role, so a topic that role may not use answers AuthorizationError (not a timed-out retry)."""
+    htpasswd = keys_dir / "htpasswd-anon"
+    htpasswd.write_text(f"alice:{apr_md5_crypt.hash('wonderland')}\n")
+    proc = start_broker(tmp_path, {
+        "authenticationEnabled": "true", "authorizationEnabled": "true", "anonymousUserRole": "anonymous",
+        "superUserRoles": "alice", "authenticationProviders": BASIC_PROVIDER, "basicAuthConf": str(htpasswd),
+    })
+    try:
+        topic = f"persistent://public/default/basic-anon-{uuid.uuid4().hex[:8]}"
+        good = client(proc.url, authentication=pulsar.AuthenticationBasic("alice", "wonderland", "basic"))
+        closing.append(good)
+        good.create_producer(topic).send(b"ok")
+        unknown = client(proc.url, timeout_s=30, authentication=pulsar.AuthenticationBasic("alice", "wonderland",
+                                                                                          "unknown"))
+        closing.append(unknown)
+        with pytest.raises(pulsar.AuthorizationError):
+            unknown.create_producer(topic)
+    finally:
+        proc.kill()

@@ -162,6 +162,8 @@ def test_service_dispatches_counts_and_falls_back_to_anonymous() -> None:
     assert names == {"pulsar_authentication_success", "pulsar_authentication_failures"}
     anonymous = AuthenticationService([], anonymous_role="guest")
     assert anonymous.authenticate_http(None, None, "r").role == "guest"
+    # as Pulsar's CONNECT: a method no provider serves is the anonymous role, which authorization then judges
+    assert anonymous.authenticate("made-up", Credentials(b"x"), "r").role == "guest"
     with pytest.raises(ValueError):
         AuthenticationService.from_settings(SecuritySettings(authentication_enabled=True))
     with pytest.raises(ValueError):
