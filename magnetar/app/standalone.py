@@ -44,6 +44,7 @@ from magnetar.broker.transactions.coordinators import (
 from magnetar.core import crashpoints
 from magnetar.core.clock import SystemClock
 from magnetar.core.descriptors import capped_open_files, raise_descriptor_limit, report_if_out_of_descriptors
+from magnetar.core.watchdog import LoopWatchdog
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.ledger.id_counter import MetadataLedgerIdAllocator
 from magnetar.metadata.api import MetadataError, MetadataStore
@@ -477,15 +478,20 @@ async def run_standalone(settings: StandaloneSettings, remote_producers: RemoteP
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    watchdog = LoopWatchdog()  # a loop stalled 10 s (recovery included) writes every thread's stack to stderr
+    watchdog.start()
     try:
-        await standalone.start()
-    except BaseException:
-        await standalone.stop()  # whatever opened before the failure is closed (the lock released)
-        raise
-    try:
-        await stop.wait()
+        try:
+            await standalone.start()
+        except BaseException:
+            await standalone.stop()  # whatever opened before the failure is closed (the lock released)
+            raise
+        try:
+            await stop.wait()
+        finally:
+            await standalone.stop()
     finally:
-        await standalone.stop()
+        await watchdog.stop()
 
 
 def _loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
