@@ -196,6 +196,8 @@ def topic_stats(topic: PersistentTopic, rates: RateTracker, *, owner: str = "") 
         "subscriptions": subs,
         "replication": replication_stats(name, topic.replicators.values(), topic.producers.values(), rates),
         "deduplicationStatus": "Enabled" if topic.dedup_enabled else "Disabled",
+        # magnetar's: geo-replicated copies stored with deduplication off (a crash may store them twice)
+        "replicatedCopiesNotDeduplicated": topic.undeduplicated_copies,
         "topicEpoch": topic.current_epoch(),
         "nonContiguousDeletedMessagesRanges": ranges,
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,

@@ -103,6 +103,7 @@ class PersistentTopic:
         self._background: set[asyncio.Task[None]] = set()
         self._publishes_in_flight = 0
         self._recovering_from_failure = False
+        self.undeduplicated_copies = 0  # geo-replicated copies stored while deduplication is off (stats)
         self.access = ProducerAccess(self, self._fence)
         self.extensions = TopicExtensions()  # what features plug in (replicators, compacted view, PIP-33 hooks)
         self.txn = transactions(self) if transactions is not None else None  # the transaction buffer and acks
@@ -252,6 +253,8 @@ class PersistentTopic:
             # a geo-replicated copy: deduplicate by the original producer and sequence ids (as Pulsar does)
             name, dedup_seq, last_seq, checked = dedup_key(metadata), metadata.sequence_id, last_sequence_id_of(
                 metadata), True
+            if not self.dedup.enabled:
+                self._undeduplicated_copy()
         if self._recovering_from_failure:
             # an append failed: nothing may land until every publish before it has settled (ordering, dedup)
             refused = PersistenceError(f"{self.name} is recovering from a failed write; send again")
@@ -276,6 +279,15 @@ class PersistentTopic:
         producer.msg_in_counter += num_messages
         producer.bytes_in_counter += len(entry)
         return producer.track(sequence_id, highest_sequence_id, result)
+
+    def _undeduplicated_copy(self) -> None:
+        """A geo-replicated copy arrives while deduplication is off: a replicator's resend after this cluster
+        restarts would be stored twice. Said once per topic load, loudly, and counted in the topic's stats."""
+        self.undeduplicated_copies += 1
+        if self.undeduplicated_copies == 1:
+            log.warning("%s receives geo-replicated messages with deduplication off: after a crash of this "
+                        "cluster a replicator's resend is stored twice; set brokerDeduplicationEnabled=true "
+                        "or the namespace's deduplication policy", self.name)
 
     def _start_append(
         self,

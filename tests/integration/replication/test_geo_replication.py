@@ -273,3 +273,22 @@ def test_admin_cli_clusters_and_replication_clusters(geo: Clusters) -> None:
                "the namespace's clusters apply again")
     assert _admin(url, "clusters", "delete", "extra").returncode == 0
     assert _admin(url, "clusters", "delete", "a").returncode == 1  # the local cluster stays
+
+
+def test_replicated_copies_without_deduplication_are_warned_and_counted(geo: Clusters) -> None:
+    """Deduplication off where copies arrive: a crash of the receiver may store a resend twice (issue 35 item 4),
+    so the receiving topic says so in its log and counts the copies in its stats."""
+    ns = geo.namespace("nodedup", ["a", "b"])
+    path = f"{ns}/t"
+    assert call(geo["b"].web_url, "POST", f"/admin/v2/namespaces/{ns}/deduplication", False)[0] == 204
+    with geo.client("a") as ca, geo.client("b") as cb:
+        in_b = _subscribe(cb, f"persistent://{path}")
+        producer = ca.create_producer(f"persistent://{path}", batching_enabled=False)
+        for i in range(3):
+            producer.send(f"m{i}".encode())
+        assert [m.data() for m in receive_all(in_b, 3)] == [b"m0", b"m1", b"m2"]
+    stats = geo.stats("b", path)
+    assert stats["deduplicationStatus"] == "Disabled"
+    assert stats["replicatedCopiesNotDeduplicated"] == 3
+    assert geo["b"].wait_for_log(f"persistent://{path} receives geo-replicated messages with deduplication off", 10)
+    assert geo.stats("a", path)["replicatedCopiesNotDeduplicated"] == 0  # nothing came to a
