@@ -15,6 +15,7 @@ from magnetar import protocol as proto
 from magnetar.app.settings import StandaloneSettings
 from magnetar.app.standalone import Standalone
 from magnetar.broker.admin.broker_admin import BrokerAdmin
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.replication.api import ClusterData
 from magnetar.broker.replication.replicator import Replicator, should_replicate
@@ -83,8 +84,9 @@ class FakeFactory:
         return self.producers[count - 1]
 
 
-async def _start(tmp_path: Path, name: str, factory: Any) -> Standalone:
-    settings = StandaloneSettings(data_dir=tmp_path / name, bind_address="127.0.0.1", broker_port=0, web_port=0)
+async def _start(tmp_path: Path, name: str, factory: Any, cluster: str = "standalone") -> Standalone:
+    settings = StandaloneSettings(data_dir=tmp_path / name, bind_address="127.0.0.1", broker_port=0, web_port=0,
+                                  broker=BrokerConfig(cluster_name=cluster))
     sa = Standalone(settings, metadata=MemoryMetadataStore(), store=MemoryLedgerStore(), remote_producers=factory)
     await sa.start()
     return sa
@@ -209,10 +211,13 @@ async def test_removing_the_cluster_stops_the_replicator_and_deletes_its_cursor(
 
 
 async def test_real_client_copies_between_two_brokers_and_the_remote_drops_resent_copies(tmp_path: Path) -> None:
-    b = await _start(tmp_path, "b", None)
+    # the remote is cluster b and knows the source: only a registered other cluster's replicator may copy into it
+    b = await _start(tmp_path, "b", None, cluster="b")
     a = await _start(tmp_path, "a", RemoteProducers())
     try:
         await _replicate_public_default(a, "b", f"pulsar://127.0.0.1:{b.broker_port}")
+        source = {"brokerServiceUrl": f"pulsar://127.0.0.1:{a.broker_port}", "serviceUrl": "http://127.0.0.1:1"}
+        await b.broker.metadata.put("/admin/clusters/standalone", json.dumps(source).encode())
         name = "persistent://public/default/real"
         async with Client(f"pulsar://127.0.0.1:{a.broker_port}") as ca, \
                 Client(f"pulsar://127.0.0.1:{b.broker_port}") as cb:
@@ -223,17 +228,25 @@ async def test_real_client_copies_between_two_brokers_and_the_remote_drops_resen
             got = [await consumer.receive(timeout_ms=int(WAIT_S * 1000)) for _ in range(5)]
             assert [m.data for m in got] == [b"r%d" % i for i in range(5)]
             assert all(m.key == "k" for m in got)
-            # a resend of a copy the remote already stored (a replicator restarted before its ack persisted)
-            remote = await cb.create_entry_producer(name, producer_name="pulsar.repl.standalone-->b.restarted")
+            # a resend of a copy the remote already stored (a replicator restarted before its ack persisted):
+            # the source stops, and a producer of the replicator's own name sends its first entry again
             local = await a.broker.registry.get(TopicName.parse(name), create=False)
             first = await local.ledger.read_entry(Position(local.ledger.last_confirmed.ledger_id, 0))
+            stored = await b.broker.registry.get(TopicName.parse(name), create=False)
+            await a.stop()
+            replicator = "pulsar.repl.standalone-->b"
+            for _ in range(int(WAIT_S * 100)):  # b closes the stopped source's producer on its EOF
+                if replicator not in stored.producers:
+                    break
+                await asyncio.sleep(0.01)
+            assert replicator not in stored.producers
+            remote = await cb.create_entry_producer(name, producer_name=replicator)
             meta = proto.parse_entry_metadata(first.data)
             meta.replicated_from = "standalone"
             copy = proto.make_entry(meta, proto.entry_payload(first.data))
             receipt = await remote.send_entry(copy, num_messages=None)
             assert (receipt.ledger_id, receipt.entry_id) == (-1, -1)  # the duplicate receipt: not stored again
             await remote.close()
-            stored = await b.broker.registry.get(TopicName.parse(name), create=False)
             assert stored.ledger.number_of_entries() == 5
     finally:
         await a.stop()
