@@ -34,7 +34,7 @@ from magnetar.client.errors import (
     ServiceNotReady,
     TransactionCoordinatorNotFound,
 )
-from magnetar.core.lifecycle import Lifecycle, Transitions
+from magnetar.core.lifecycle import IllegalTransition, Lifecycle, Transitions
 from magnetar.protocol import pb, txn_commands
 
 __all__ = ["ASSIGN_TOPIC", "Coordinators", "Transaction", "TransactionState"]
@@ -260,7 +260,7 @@ class Transaction:
 
     async def commit(self) -> None:
         """Commit once every send and ack under way is confirmed; if one failed, abort and raise it."""
-        self._life.transition_to(_S.COMMITTING)
+        self._ending(_S.COMMITTING)
         self._flush_batches()
         await self._settle_ops()
         if self._failed is not None:
@@ -272,10 +272,19 @@ class Transaction:
     async def abort(self) -> None:
         if self._life.state is _S.ABORTED:
             return
-        self._life.transition_to(_S.ABORTING)
+        self._ending(_S.ABORTING)
         self._flush_batches()
         await self._settle_ops()
         await self._end(ABORT, _S.ABORTED)
+
+    def _ending(self, state: TransactionState) -> None:
+        """Start committing or aborting; a transaction already ended (or ending) answers InvalidTxnStatus, as the
+        official client does, not the state machine's AssertionError."""
+        try:
+            self._life.transition_to(state)
+        except IllegalTransition:
+            raise InvalidTxnStatus(f"transaction {self.txn_id} is {self._life.state.value}: it cannot be "
+                                   f"{'committed' if state is _S.COMMITTING else 'aborted'}") from None
 
     async def _end(self, action: int, final: TransactionState) -> None:
         try:

@@ -188,3 +188,15 @@ async def test_sigkill_at_every_phase_keeps_the_view(fresh_broker: BrokerProcess
     expected = {f"c{i}" for i in range(partitions * 2)} | {f"o{i}" for i in range(partitions * 2)}
     expected |= {f"m{r}-{i}" for r in range(3) for i in range(partitions)}
     assert sorted(x.decode() for x in seen) == sorted(expected)  # exactly once each, no aborted, no markers
+
+
+async def test_ending_an_ended_transaction_raises_invalid_txn_status(mclient: Client) -> None:
+    """As the official client: a second commit, or an abort after a commit, is InvalidTxnStatus."""
+    producer = await mclient.create_producer(topic_name("txn-twice"))
+    txn = await mclient.new_transaction(timeout_ms=30_000)
+    await producer.send(b"once", txn=txn)
+    await txn.commit()
+    with pytest.raises(errors.InvalidTxnStatus):
+        await txn.commit()
+    with pytest.raises(errors.InvalidTxnStatus):
+        await txn.abort()
