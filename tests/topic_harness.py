@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from magnetar import protocol as proto
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import TopicName
-from magnetar.broker.registry.catalog import TopicCatalog, namespace_key
+from magnetar.broker.registry.catalog import TopicCatalog
 from magnetar.broker.registry.registry import TopicRegistry, TopicSettings
 from magnetar.broker.subscription.consumer import Consumer, SubType
 from magnetar.broker.topic.access import Granted
@@ -34,6 +34,7 @@ from magnetar.core.clock import ManualClock
 from magnetar.ledger.api import InitialPosition, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.resources import MetadataResources
 from magnetar.storage.memory import MemoryLedgerStore
 
 T = proto.pb.BaseCommand
@@ -119,8 +120,9 @@ class TopicHarness:
         clock = ManualClock()
         metadata, store = MemoryMetadataStore(clock=clock), MemoryLedgerStore(clock=clock)
         ledgers = LedgerFactory(store, metadata, config=config.managed_ledger, clock=clock)
-        catalog = TopicCatalog(config, metadata, ledgers)
-        await metadata.put(namespace_key(TopicName.parse(f"persistent://{NAMESPACE}/x").namespace_name), b"{}")
+        resources = MetadataResources(metadata)
+        catalog = TopicCatalog(config, resources, ledgers)
+        await resources.namespaces.put(TopicName.parse(f"persistent://{NAMESPACE}/x").namespace_name, {})
 
         async def dedup(_topic: TopicName) -> bool:
             return config.broker_deduplication_enabled

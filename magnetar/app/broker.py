@@ -9,10 +9,8 @@ registry and compact it through compaction. Nothing here holds a rule of its own
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from magnetar.broker.cluster.bundles import Bundles
 from magnetar.broker.cluster.keys import ClusterKeys
@@ -29,7 +27,7 @@ from magnetar.broker.offload.service import OffloadService
 from magnetar.broker.parts import Broker
 from magnetar.broker.policies.retention import RetentionService
 from magnetar.broker.policies.service import PolicyService
-from magnetar.broker.registry.catalog import SYSTEM_NAMESPACES, TopicCatalog, namespace_key
+from magnetar.broker.registry.catalog import SYSTEM_NAMESPACES, TopicCatalog
 from magnetar.broker.registry.inactive import InactiveTopics
 from magnetar.broker.registry.registry import TopicRegistry, TopicSettings
 from magnetar.broker.registry.views import TopicsHost
@@ -50,6 +48,7 @@ from magnetar.broker.transactions.topic_txn import TopicTransactions
 from magnetar.core.clock import Clock, SystemClock
 from magnetar.ledger.api import ManagedLedgerFactory, Position
 from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources, Policies, TenantInfo
 from magnetar.storage.api import LedgerStore
 
 log = logging.getLogger("magnetar.broker")
@@ -121,18 +120,21 @@ def build_broker(
     *,
     store: LedgerStore | None = None,
     cluster: ClusterParts | None = None,
+    resources: MetadataResources | None = None,
 ) -> Broker:
     """Every part of one broker, wired. ``store`` holds compacted ledgers (without one, topics are not
     compacted); ``cluster``: this broker is one of a cluster's and serves the bundles it owns (without it, it
-    serves every topic)."""
+    serves every topic); ``resources`` are ``metadata``'s records (made here when not given;
+    :func:`stop_broker` closes them)."""
     clock = clock or SystemClock()
+    resources = resources if resources is not None else MetadataResources(metadata)
     keys = ClusterKeys(metadata, config.default_number_of_namespace_bundles)
 
     async def bundles_of(ns: NamespaceName) -> Bundles:
         return (await keys.bundles(ns)).bundles
 
     ownership: Ownership = cluster.ownership if cluster is not None else LocalOwnership(bundles_of)
-    catalog = TopicCatalog(config, metadata, ledgers)
+    catalog = TopicCatalog(config, resources, ledgers)
     lookup = Lookup(ownership, catalog, ListenerSettings(config.advertised_listeners, config.internal_listener_name))
     txn_log_batching = BatchedLogSwitch(config.transaction_log_batching, config.pending_ack_batching, metadata)
     snapshot_topics = _SnapshotTopics(ledgers, catalog)
@@ -162,10 +164,10 @@ def build_broker(
         ),
         close_last=is_snapshot_topic,  # the others write their last transaction-buffer snapshot to them
     )
-    host = TopicsHost(config, metadata, ledgers, clock, registry, catalog)
+    host = TopicsHost(config, resources, ledgers, clock, registry, catalog)
     policies = PolicyService(host)
     replication = ReplicationService(
-        registry, catalog, metadata, clock, local_cluster=config.cluster_name,
+        registry, catalog, resources, clock, local_cluster=config.cluster_name,
         queue_size=config.replication_producer_queue_size,
         check_interval_s=config.replication_policy_check_duration_seconds,
     )
@@ -177,7 +179,7 @@ def build_broker(
         max_cached=config.replicated_subscriptions_snapshot_max_cached_per_subscription,
     )
 
-    async def namespace_policies(ns: NamespaceName) -> dict[str, Any]:
+    async def namespace_policies(ns: NamespaceName) -> Policies:
         return await catalog.namespace_policies(ns)
 
     compaction = CompactionService(
@@ -194,11 +196,11 @@ def build_broker(
     if compaction is not None:
         registry.add_listener(compaction)
     return Broker(
-        config=config, clock=clock, metadata=metadata, ledgers=ledgers, started_ms=clock.now_ms(),
+        config=config, clock=clock, metadata=metadata, resources=resources, ledgers=ledgers, started_ms=clock.now_ms(),
         connections=ConnectionCounts(), producer_names=ProducerNames(config.cluster_name),
         catalog=catalog, ownership=ownership, lookup=lookup, registry=registry,
         inactive_topics=InactiveTopics(registry, config, clock),
-        policies=policies, retention=RetentionService(host, clock), schemas=SchemaRegistry(metadata, config, clock),
+        policies=policies, retention=RetentionService(host, clock), schemas=SchemaRegistry(resources, config, clock),
         non_persistent=NonPersistentTopics(), offload=OffloadService(host, clock), replication=replication,
         replicated_subscriptions=replicated_subscriptions, compaction=compaction,
         txn_log_batching=txn_log_batching, txn_snapshots=txn_snapshots,
@@ -209,17 +211,14 @@ def build_broker(
 async def start_broker(broker: Broker) -> None:
     """Create the cluster and the standalone namespaces if the metadata store is fresh, then start the
     periodic services (topics load lazily, on first use)."""
-    metadata, cluster = broker.metadata, broker.config.cluster_name
-    cluster_key = f"/admin/clusters/{cluster}"
-    if not await metadata.exists(cluster_key):
-        await metadata.put(cluster_key, json.dumps({"serviceUrl": ""}).encode())
+    res, cluster = broker.resources, broker.config.cluster_name
+    if not await res.clusters.exists(cluster):
+        await res.clusters.put(cluster, {"serviceUrl": ""})
     for ns in SYSTEM_NAMESPACES:
-        tenant_key = f"/admin/policies/{ns.tenant}"
-        if not await metadata.exists(tenant_key):
-            info = {"adminRoles": [], "allowedClusters": [cluster]}
-            await metadata.put(tenant_key, json.dumps(info).encode())
-        if not await metadata.exists(namespace_key(ns)):
-            await metadata.put(namespace_key(ns), json.dumps({}).encode())
+        if not await res.tenants.exists(ns.tenant):
+            await res.tenants.put(ns.tenant, TenantInfo(allowed_clusters=(cluster,)))
+        if not await res.namespaces.exists(ns):
+            await res.namespaces.put(ns, {})
     broker.retention.start()
     broker.policies.start()
     broker.offload.start()
@@ -242,3 +241,4 @@ async def stop_broker(broker: Broker) -> None:
     if broker.compaction is not None:
         await broker.compaction.stop()
     await broker.registry.close_all()
+    await broker.resources.close()

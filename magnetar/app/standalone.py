@@ -32,7 +32,6 @@ from magnetar.broker.cluster.records import ListenerAddress
 from magnetar.broker.compaction.state import referenced_ledgers
 from magnetar.broker.deletion.service import LedgerDeletionService, OffloadStoreDeleter
 from magnetar.broker.parts import Broker
-from magnetar.broker.registry.catalog import POLICIES_PREFIX
 from magnetar.broker.replication.api import RemoteProducerFactory
 from magnetar.broker.transactions.api import TxnParticipants
 from magnetar.broker.transactions.batching import LogFamily
@@ -52,6 +51,7 @@ from magnetar.metadata.coordination import CoordinationStore, SessionEvent
 from magnetar.metadata.settings import SessionExpiredPolicy, StoreKind, sqlite_path
 from magnetar.metadata.settings import open_store as open_metadata_store
 from magnetar.metadata.sqlite import SqliteMetadataStore
+from magnetar.resources import MetadataResources
 from magnetar.server.auth import SecurityContext
 from magnetar.server.auth.tls import CertReloader
 from magnetar.server.binary.listener import BinaryListener
@@ -130,8 +130,9 @@ class Standalone:
         if not s.broker.cluster_name.strip():
             raise StartupError("clusterName is empty; set clusterName (e.g. --set clusterName=standalone)")
         await self._open_stores()
+        self.resources = MetadataResources(self.metadata)  # the records of the store, for every service
         try:
-            self.security = SecurityContext.build(s.security, self.metadata)
+            self.security = SecurityContext.build(s.security, self.resources)
         except (ValueError, OSError, ssl.SSLError) as exc:
             await self.store.close()
             await self.metadata.close()
@@ -142,7 +143,7 @@ class Standalone:
         if s.cluster_mode:
             self.cluster = self._cluster_parts()
         self.broker: Broker = build_broker(s.broker, self.metadata, self.ledgers, self.clock, store=self.store,
-                                           cluster=self.cluster)
+                                           cluster=self.cluster, resources=self.resources)
         self._broker_built = True  # from here on, stop() stops it (whatever of it started)
         if self.cluster is not None:
             self._handoff = HttpHandoff()
@@ -169,7 +170,7 @@ class Standalone:
         if self.security.authz is not None:
             binary = self.binary
             self._permissions = PermissionWatcher(self.security.authz, lambda: binary.connections)
-            self._permissions.start(self.metadata)
+            self._permissions.start(self.resources)
         if self.cluster is not None:
             await self._join_cluster()
         self._log_ready()
@@ -343,7 +344,7 @@ class Standalone:
         if s.metadata.kind is StoreKind.SQLITE:
             path = sqlite_path(s.metadata.store_url, s.data_dir)
             log.info("opening metadata store %s", path)
-            sqlite = SqliteMetadataStore(path, cached_prefixes=(POLICIES_PREFIX,))  # this process: the only writer
+            sqlite = SqliteMetadataStore(path)
             await sqlite.purge_other_sessions()  # ephemeral keys a killed predecessor left
             return sqlite
         log.info("connecting to the metadata store %s", s.metadata.store_url)
@@ -428,7 +429,7 @@ class Standalone:
             await cluster_app.close(self.cluster)
         if self._handoff is not None:
             await self._handoff.close()
-        for name in ("runner", "ledgers", "store", "offload_store", "metadata"):
+        for name in ("runner", "ledgers", "store", "offload_store", "resources", "metadata"):
             part = getattr(self, name, None)
             if part is not None:
                 await (part.cleanup() if name == "runner" else part.close())

@@ -36,6 +36,7 @@ from magnetar.broker.transactions.segmented_snapshot import SwitchedSnapshotStor
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedgerFactory
 from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -43,6 +44,7 @@ class Broker:
     config: BrokerConfig
     clock: Clock
     metadata: md.MetadataStore
+    resources: MetadataResources  # the metadata store's records (magnetar.resources): keys and JSON in one place
     ledgers: ManagedLedgerFactory
     started_ms: int
     connections: ConnectionCounts  # counted by the binary listener, read by /metrics

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from magnetar.broker.registry.catalog import SYSTEM_NAMESPACES, namespace_key
+from magnetar.broker.registry.catalog import SYSTEM_NAMESPACES
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore
 from magnetar.metadata.settings import MetadataSettings, open_store, store_kind
+from magnetar.resources.namespaces import namespace_key
 
 __all__ = ["add_cluster_init_parser", "run_cluster_init"]
 

@@ -10,10 +10,6 @@ Schema: ``records(key TEXT PRIMARY KEY, value BLOB, version INTEGER, created_ms 
 INTEGER)``. Children are found with a range scan over the key order (every key below ``/a`` sorts between
 ``/a/`` and ``/a0``, since ``0`` follows ``/``). SQLite errors surface as :class:`MetadataError`.
 
-Records below ``cached_prefixes`` (the broker passes the tenant and namespace policies, read on every topic
-creation) are kept in memory once read: this process is the only writer of its database, and its own
-``put``/``delete`` replace the cached record, so a cached read is what SQLite would return.
-
 Coordination (one process, one session): ``ephemerals(key, session)`` marks the ephemeral records with the
 session that made them, ``sequences(parent, next)`` keeps the counters of sequential keys. A session is this
 store object; closing it deletes its ephemeral records, and a process that died leaves its own behind until
@@ -59,7 +55,6 @@ CREATE TABLE IF NOT EXISTS ephemerals (key TEXT PRIMARY KEY NOT NULL, session IN
 CREATE TABLE IF NOT EXISTS sequences (parent TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL) WITHOUT ROWID
 """)
 _BUSY_TIMEOUT_MS = 5000
-_CACHE_MAX = 4096  # records kept for cached_prefixes; past it the cache starts over (tenants and namespaces)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -81,12 +76,8 @@ def _connect(path: Path) -> sqlite3.Connection:
 class SqliteMetadataStore:
     """A :class:`~magnetar.metadata.api.MetadataStore` in one SQLite file."""
 
-    def __init__(
-        self, path: str | Path, *, clock: Clock | None = None, cached_prefixes: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, path: str | Path, *, clock: Clock | None = None) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._cached_prefixes = cached_prefixes
-        self._cache: dict[str, Record | None] = {}
         try:
             self._db: sqlite3.Connection | None = _connect(Path(path))
         except sqlite3.Error as exc:
@@ -136,31 +127,10 @@ class SqliteMetadataStore:
             return None
         return Record(key, bytes(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
-    def _cached_read(self, key: str) -> Record | None:
-        if not self._cached_prefixes or not key.startswith(self._cached_prefixes):
-            return self._read(key)
-        try:
-            return self._cache[key]
-        except KeyError:
-            pass
-        record = self._read(key)
-        if len(self._cache) >= _CACHE_MAX:
-            self._cache.clear()
-        self._cache[key] = record
-        return record
-
-    def _written(self, key: str, record: Record | None) -> None:
-        """After a commit (or a failed write, with ``None``: read again next time)."""
-        if self._cached_prefixes and key.startswith(self._cached_prefixes):
-            if record is None:
-                self._cache.pop(key, None)
-            else:
-                self._cache[key] = record
-
     async def get(self, key: str) -> Record | None:
         self._conn()
         _rules.validate_key(key, allow_root=True)
-        return self._cached_read(key)
+        return self._read(key)
 
     async def put(self, key: str, value: bytes, expected_version: int | None = None) -> Record:
         return self._put(key, bytes(value), expected_version, ephemeral=False)
@@ -168,7 +138,6 @@ class SqliteMetadataStore:
     def _put(self, key: str, payload: bytes, expected_version: int | None, *, ephemeral: bool) -> Record:
         self._conn()
         _rules.validate_key(key, allow_root=False)
-        self._written(key, None)  # whatever happens below, the next read asks SQLite (or this put's record)
         with self._transaction(key) as db:
             current = self._read(key)
             _rules.check_put(key, None if current is None else current.version, expected_version)
@@ -189,7 +158,6 @@ class SqliteMetadataStore:
                 db.execute("INSERT OR REPLACE INTO ephemerals (key, session) VALUES (?, ?)", (key, self._session.id))
         if ephemeral:
             self._ephemerals[key] = self._session.id
-        self._written(key, record)
         kind = EventKind.CREATED if current is None else EventKind.MODIFIED
         self._watchers.notify(WatchEvent(key, kind))
         return record
@@ -197,7 +165,6 @@ class SqliteMetadataStore:
     async def delete(self, key: str, expected_version: int | None = None) -> None:
         self._conn()
         _rules.validate_key(key, allow_root=False)
-        self._written(key, None)
         with self._transaction(key) as db:
             current = self._read(key)
             _rules.check_delete(key, None if current is None else current.version, expected_version)
@@ -232,7 +199,7 @@ class SqliteMetadataStore:
         """True when a record is stored at ``key`` (an implicit parent alone does not count)."""
         self._conn()
         _rules.validate_key(key, allow_root=True)
-        return self._cached_read(key) is not None
+        return self._read(key) is not None
 
     def watch(self, prefix: str, callback: WatchCallback) -> Callable[[], None]:
         self._conn()
@@ -292,7 +259,6 @@ class SqliteMetadataStore:
         db, self._db = self._db, None
         self._session.clear()
         self._watchers.clear()
-        self._cache.clear()
         if db is not None:
             db.close()
 

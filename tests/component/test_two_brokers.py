@@ -4,9 +4,12 @@ stored - the ground the ownership and failover work stands on."""
 
 from __future__ import annotations
 
+import pytest
+
 from magnetar import protocol as proto
 from magnetar.app.standalone import Standalone
 from magnetar.broker.admin.broker_admin import BrokerAdmin
+from magnetar.broker.errors import TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from tests.component.test_broker_wire import create_producer, entry, subscribe
 from tests.component.wire import WirePeer
@@ -60,3 +63,23 @@ async def test_a_topic_unloaded_from_one_broker_is_served_by_the_other_with_what
     assert success.last_sequence_id == 2  # deduplication carried over through the shared storage
     for peer in (producer, consumer, again):
         await peer.close()
+
+
+async def test_a_namespace_policy_written_on_one_broker_applies_on_the_other_at_once(
+    two_brokers: tuple[Standalone, Standalone],
+) -> None:
+    """Each broker caches the tenants' and namespaces' records it reads (magnetar.resources); the store's watch
+    keeps that cache current whoever writes, so b acts on a's write without waiting for anything."""
+    a, b = two_brokers
+    ns = NamespaceName("public", "default")
+    assert (await b.broker.catalog.auto_topic_creation(ns)).allowed  # read (and cached) by b first
+    await b.broker.registry.get(TopicName.parse("persistent://public/default/before"), create=True)
+    await BrokerAdmin(a.broker).set_policy(ns, "autoTopicCreationOverride", {"allowAutoTopicCreation": False})
+    assert not (await b.broker.catalog.auto_topic_creation(ns)).allowed
+    with pytest.raises(TopicNotFound):
+        await b.broker.registry.get(TopicName.parse("persistent://public/default/after"), create=True)
+    await BrokerAdmin(a.broker).create_tenant("acme", {"allowedClusters": ["standalone"]})
+    await BrokerAdmin(b.broker).create_namespace(NamespaceName("acme", "app"), None)
+    assert await a.broker.catalog.namespace_exists(NamespaceName("acme", "app"))
+    await BrokerAdmin(a.broker).delete_namespace(NamespaceName("acme", "app"), force=False)
+    assert not await b.broker.catalog.namespace_exists(NamespaceName("acme", "app"))

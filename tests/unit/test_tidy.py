@@ -5,12 +5,15 @@ Each rule is a test that parses the source (no imports, no broker) and names eve
 - wire error codes are spelled only in ``protocol/server_errors.py`` (the one registry): no module reads a
   ``ServerError`` member off the generated protobuf module, and no error class sets ``server_error`` to a
   bare number.
+- metadata keys under ``/admin/`` are spelled only in ``magnetar/resources/`` (the admin API's URL paths,
+  ``/admin/v2/...`` and ``/admin/v3/...``, are not keys).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +64,15 @@ def test_wire_error_codes_are_spelled_only_in_the_registry() -> None:
                     node.value, ast.Constant):
                 offenders.append(f"{_where(name, node)} server_error = {node.value.value!r}")
     assert offenders == [], "use magnetar.protocol.server_errors.ServerErrorCode:\n" + "\n".join(offenders)
+
+
+_ADMIN_KEY = re.compile(r"^/admin/(?!v\d+(/|$))\w")
+
+
+def test_admin_metadata_keys_are_spelled_only_in_resources() -> None:
+    offenders = [
+        f"{_where(name, node)} {node.value!r}"
+        for name, node in _nodes(outside=("magnetar/resources/",))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _ADMIN_KEY.match(node.value)
+    ]
+    assert offenders == [], "spell metadata keys in magnetar.resources:\n" + "\n".join(offenders)

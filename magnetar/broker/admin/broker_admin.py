@@ -2,16 +2,15 @@
 
 This is what Pulsar's admin REST resources do, as plain async methods that raise the broker's errors
 (``NotFound``, ``Conflict``, ``PreconditionFailed``, ``InvalidRequest``...); the HTTP layer maps them to
-statuses. Tenants, namespaces and partitioned-topic metadata live under Pulsar's ``/admin/...`` keys.
+statuses. Tenants, namespaces and partitioned-topic metadata are records of ``magnetar.resources``.
 Subscription operations live in :mod:`magnetar.broker.admin.subscriptions`. This module knows no HTTP.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 from magnetar.broker.admin.policy_values import POLICY_DEFAULTS, POLICY_SETTERS, check_partitions, string_list
 from magnetar.broker.errors import (
@@ -29,26 +28,18 @@ from magnetar.broker.errors import (
 )
 from magnetar.broker.names import PARTITION_SUFFIX, NamespaceName, TopicName, valid_segment
 from magnetar.broker.parts import Broker
-from magnetar.broker.registry.catalog import SYSTEM_NAMESPACE, namespace_key
+from magnetar.broker.registry.catalog import SYSTEM_NAMESPACE
 from magnetar.broker.topic.persistent import TERMINATED_PROPERTY, PersistentTopic
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
 from magnetar.ledger.api import ManagedLedgerError, Position
 from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources, Policies, TenantInfo, Versioned
 
 log = logging.getLogger("magnetar.broker.admin")
 
-CLUSTERS = "/admin/clusters"
-TENANTS = "/admin/policies"
+T = TypeVar("T")
 NAMESPACES_PER_TENANT_MAX = 10_000
 TOPICS_PER_NAMESPACE_MAX = 100_000
-
-def tenant_key(tenant: str) -> str:
-    return f"{TENANTS}/{tenant}"
-
-
-def _json_object(raw: bytes) -> dict[str, Any]:
-    value = json.loads(raw) if raw else {}
-    return value if isinstance(value, dict) else {}
 
 
 class BrokerAdmin:
@@ -59,61 +50,61 @@ class BrokerAdmin:
         self.catalog = broker.catalog
         self.registry = broker.registry
 
-    # ---- metadata helpers ----------------------------------------------------------------------------
+    # ---- metadata helpers: the metadata layer's errors become the broker's ------------------------------
 
-    async def _get(self, key: str) -> md.Record | None:
+    @property
+    def _res(self) -> MetadataResources:
+        return self.broker.resources
+
+    @staticmethod
+    async def _read(reading: Awaitable[T]) -> T:
         try:
-            return await self.broker.metadata.get(key)
+            return await reading
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
 
-    async def _put(self, key: str, value: object, expected_version: int | None = None) -> None:
+    @staticmethod
+    async def _write(writing: Awaitable[None]) -> None:
         try:
-            await self.broker.metadata.put(key, json.dumps(value).encode(), expected_version)
+            await writing
         except md.BadVersion as exc:
-            raise Conflict(f"Concurrent modification of {key}") from exc
+            raise Conflict(f"Concurrent modification of {exc.key}") from exc
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
 
-    async def _delete_key(self, key: str) -> None:
+    @staticmethod
+    async def _delete(deleting: Awaitable[None]) -> None:
         try:
-            await self.broker.metadata.delete(key)
+            await deleting
         except md.NotFound:
             return
-        except md.MetadataError as exc:
-            raise MetadataError(str(exc)) from exc
-
-    async def _children(self, key: str) -> list[str]:
-        try:
-            return await self.broker.metadata.children(key)
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
 
     # ---- clusters and tenants ------------------------------------------------------------------------
 
     async def clusters(self) -> list[str]:
-        return await self._children(CLUSTERS)
+        return await self._read(self._res.clusters.names())
 
     async def cluster(self, name: str) -> dict[str, Any]:
         if not valid_segment(name):
             raise NotFound("Cluster does not exist")
-        record = await self._get(f"{CLUSTERS}/{name}")
-        if record is None:
+        stored = await self._read(self._res.clusters.get(name))
+        if stored is None:
             raise NotFound("Cluster does not exist")
-        return _json_object(record.value)
+        return dict(stored.value)
 
     async def tenants(self) -> list[str]:
-        return [t for t in await self._children(TENANTS) if await self.broker.metadata.exists(tenant_key(t))]
+        return await self._read(self._res.tenants.names())
 
     async def tenant(self, tenant: str) -> dict[str, Any]:
         _check_segment(tenant, "tenant")
-        record = await self._get(tenant_key(tenant))
-        if record is None:
+        stored = await self._read(self._res.tenants.get(tenant))
+        if stored is None:
             raise NotFound("Tenant does not exist")
-        info = _json_object(record.value)
-        return {"adminRoles": info.get("adminRoles", []), "allowedClusters": info.get("allowedClusters", [])}
+        return dict(stored.value.to_json())
 
-    async def _tenant_info(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def _tenant_info(self, body: Mapping[str, Any]) -> TenantInfo:
         roles = body.get("adminRoles", [])
         clusters = body.get("allowedClusters", [])
         if not string_list(roles) or not string_list(clusters):
@@ -122,19 +113,19 @@ class BrokerAdmin:
         unknown = [c for c in clusters if c not in known]
         if unknown:
             raise PreconditionFailed(f"Clusters do not exist: {unknown}")
-        return {"adminRoles": roles, "allowedClusters": clusters}
+        return TenantInfo(tuple(roles), tuple(clusters))
 
     async def create_tenant(self, tenant: str, body: Mapping[str, Any]) -> None:
         _check_segment(tenant, "tenant")
         info = await self._tenant_info(body)
-        if await self.broker.metadata.exists(tenant_key(tenant)):
+        if await self._res.tenants.exists(tenant):
             raise Conflict("Tenant already exists")
-        await self._put(tenant_key(tenant), info, md.NEW_KEY)
+        await self._write(self._res.tenants.create(tenant, info))
         log.info("created tenant %s", tenant)
 
     async def update_tenant(self, tenant: str, body: Mapping[str, Any]) -> None:
         await self.tenant(tenant)
-        await self._put(tenant_key(tenant), await self._tenant_info(body))
+        await self._write(self._res.tenants.put(tenant, await self._tenant_info(body)))
 
     async def delete_tenant(self, tenant: str, *, force: bool) -> None:
         await self.tenant(tenant)
@@ -146,25 +137,24 @@ class BrokerAdmin:
             raise Conflict("The tenant still has active namespaces")
         for ns in namespaces:
             await self.delete_namespace(NamespaceName.parse(ns), force=True)
-        await self._delete_key(tenant_key(tenant))
+        await self._delete(self._res.tenants.delete(tenant))
         log.info("deleted tenant %s", tenant)
 
     # ---- namespaces ----------------------------------------------------------------------------------
 
     async def namespaces(self, tenant: str) -> list[str]:
         await self.tenant(tenant)
-        names = (await self._children(tenant_key(tenant)))[:NAMESPACES_PER_TENANT_MAX]
+        names = (await self._read(self._res.namespaces.names(tenant)))[:NAMESPACES_PER_TENANT_MAX]
         return [f"{tenant}/{n}" for n in names]
 
-    async def _policies_record(self, ns: NamespaceName) -> md.Record:
-        record = await self._get(namespace_key(ns))
-        if record is None:
+    async def _policies_record(self, ns: NamespaceName) -> Versioned[Policies]:
+        stored = await self._read(self._res.namespaces.get(ns))
+        if stored is None:
             raise NotFound("Namespace does not exist")
-        return record
+        return stored
 
     async def policies(self, ns: NamespaceName) -> dict[str, Any]:
-        stored = _json_object((await self._policies_record(ns)).value)
-        return {**POLICY_DEFAULTS, **stored}
+        return {**POLICY_DEFAULTS, **(await self._policies_record(ns)).value}
 
     async def create_namespace(self, ns: NamespaceName, body: Mapping[str, Any] | None) -> None:
         await self.tenant(ns.tenant)
@@ -174,7 +164,7 @@ class BrokerAdmin:
         for key, value in (body or {}).items():
             if key in POLICY_SETTERS:
                 stored[key] = POLICY_SETTERS[key](value)
-        await self._put(namespace_key(ns), stored, md.NEW_KEY)
+        await self._write(self._res.namespaces.create(ns, stored))
         log.info("created namespace %s", ns)
 
     async def delete_namespace(self, ns: NamespaceName, *, force: bool) -> None:
@@ -189,7 +179,7 @@ class BrokerAdmin:
             await self.delete_partitioned_topic(TopicName.parse(name), force=True)
         for name in await self.topics(ns):
             await self.delete_topic(TopicName.parse(name), force=True)
-        await self._delete_key(namespace_key(ns))
+        await self._delete(self._res.namespaces.delete(ns))
         log.info("deleted namespace %s", ns)
 
     async def policy(self, ns: NamespaceName, field: str) -> Any:
@@ -198,14 +188,14 @@ class BrokerAdmin:
     async def set_policy(self, ns: NamespaceName, field: str, value: Any) -> None:
         """Validate and store one policy field (``None`` removes it), by compare-and-set."""
         record = await self._policies_record(ns)
-        stored = _json_object(record.value)
+        stored = record.value.to_json()
         if value is None:
             stored.pop(field, None)
         else:
             stored[field] = POLICY_SETTERS[field](value)
             if field == "replication_clusters":
                 await self.check_replication_clusters(ns.tenant, stored[field])
-        await self._put(namespace_key(ns), stored, record.version)
+        await self._write(self._res.namespaces.put(ns, stored, record.version))
         if field == "replication_clusters":
             await self.broker.replication.reconcile_all(ns)  # start new replicators, remove dropped ones
 
@@ -221,9 +211,9 @@ class BrokerAdmin:
     async def update_policy(self, ns: NamespaceName, field: str, change: Callable[[Any], Any]) -> None:
         """Read one policy field, apply ``change`` to it and write the result back, by compare-and-set."""
         record = await self._policies_record(ns)
-        stored = _json_object(record.value)
+        stored = record.value.to_json()
         stored[field] = change(stored.get(field))
-        await self._put(namespace_key(ns), stored, record.version)
+        await self._write(self._res.namespaces.put(ns, stored, record.version))
 
     # ---- topics: names, lists, creation --------------------------------------------------------------
 

@@ -5,15 +5,13 @@ and the namespace's ``replication_clusters`` live in :mod:`magnetar.broker.admin
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from magnetar.broker.admin.broker_admin import CLUSTERS, BrokerAdmin, tenant_key
+from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
 from magnetar.broker.names import TopicName, valid_segment
-from magnetar.broker.replication.service import topic_policies_key
 from magnetar.metadata import api as md
 
 log = logging.getLogger("magnetar.broker.replication")
@@ -63,7 +61,7 @@ class ReplicationAdmin:
         _check_cluster_name(name)
         data = cluster_data(body)
         try:
-            await self.broker.metadata.put(f"{CLUSTERS}/{name}", json.dumps(data).encode(), md.NEW_KEY)
+            await self.broker.resources.clusters.create(name, data)
         except md.BadVersion as exc:
             raise Conflict("Cluster already exists") from exc
         log.info("created cluster %s: %s", name, data)
@@ -72,11 +70,11 @@ class ReplicationAdmin:
     async def update_cluster(self, name: str, body: Mapping[str, Any]) -> None:
         _check_cluster_name(name)
         data = cluster_data(body)
-        record = await self.broker.metadata.get(f"{CLUSTERS}/{name}")
+        record = await self.broker.resources.clusters.get(name)
         if record is None:
             raise NotFound("Cluster does not exist")
         try:
-            await self.broker.metadata.put(f"{CLUSTERS}/{name}", json.dumps(data).encode(), record.version)
+            await self.broker.resources.clusters.put(name, data, record.version)
         except md.BadVersion as exc:
             raise Conflict(f"Concurrent modification of cluster {name}") from exc
         log.info("updated cluster %s: %s", name, data)
@@ -88,12 +86,12 @@ class ReplicationAdmin:
         if name == self.broker.config.cluster_name:
             raise PreconditionFailed("Cannot delete the local cluster")
         for tenant in await self.admin.tenants():
-            record = await self.broker.metadata.get(tenant_key(tenant))
-            allowed = json.loads(record.value or b"{}").get("allowedClusters", []) if record is not None else []
+            record = await self.broker.resources.tenants.get(tenant)
+            allowed = record.value.allowed_clusters if record is not None else ()
             if name in allowed:
                 raise PreconditionFailed(f"Cluster not empty: tenant {tenant} still allows it")
         try:
-            await self.broker.metadata.delete(f"{CLUSTERS}/{name}")
+            await self.broker.resources.clusters.delete(name)
         except md.NotFound:
             return
         log.info("deleted cluster %s", name)
@@ -102,9 +100,8 @@ class ReplicationAdmin:
 
     async def topic_clusters(self, topic: TopicName) -> list[str] | None:
         await self.admin.targets(topic)  # 404 for an unknown namespace
-        record = await self.broker.metadata.get(topic_policies_key(topic))
-        value = json.loads(record.value or b"{}") if record is not None else {}
-        clusters = value.get("replication_clusters") if isinstance(value, dict) else None
+        record = await self.broker.resources.topic_policies.get_replication(topic.partitioned_topic_name)
+        clusters = record.value.get("replication_clusters") if record is not None else None
         return clusters if isinstance(clusters, list) else None
 
     async def set_topic_clusters(self, topic: TopicName, clusters: Any) -> None:
@@ -114,16 +111,16 @@ class ReplicationAdmin:
                 raise InvalidRequest("replication clusters must be a non-empty list of cluster names")
             clusters = list(dict.fromkeys(clusters))
             await self.admin.check_replication_clusters(topic.tenant, clusters)
-        key = topic_policies_key(topic)
-        record = await self.broker.metadata.get(key)
-        stored = json.loads(record.value or b"{}") if record is not None else {}
+        policies = self.broker.resources.topic_policies
+        parent = topic.partitioned_topic_name  # kept per partitioned (parent) topic, as Pulsar does
+        record = await policies.get_replication(parent)
+        stored = dict(record.value) if record is not None else {}
         if clusters is None:
             stored.pop("replication_clusters", None)
         else:
             stored["replication_clusters"] = clusters
         try:
-            await self.broker.metadata.put(key, json.dumps(stored).encode(),
-                                           record.version if record is not None else md.NEW_KEY)
+            await policies.put_replication(parent, stored, record.version if record is not None else md.NEW_KEY)
         except md.BadVersion as exc:
             raise Conflict(f"Concurrent modification of the policies of {topic}") from exc
         await self.broker.replication.reconcile_topic(topic)

@@ -8,44 +8,43 @@
   needs produce or consume granted on the namespace.
 
 Roles are plain strings; None is an unauthenticated caller and is refused everything when authorization
-is on. Decisions read the metadata store each time (admin changes apply to the next request).
+is on. Decisions read the tenants' and namespaces' records each time, through ``magnetar.resources`` (whose
+cache the store's watch keeps current, so admin changes apply to the next request).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any
 
 from magnetar.broker.authorization.policies import AuthAction, AuthPolicies
 from magnetar.broker.errors import AuthorizationError, InvalidRequest, MetadataError, TopicNotFound
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources, Policies, TenantInfo
 
 log = logging.getLogger("magnetar.broker.authorization")
 
-TENANTS = "/admin/policies"
-
 
 class AuthorizationService:
-    def __init__(self, metadata: md.MetadataStore, *, enabled: bool, super_user_roles: frozenset[str]) -> None:
-        self.metadata = metadata
+    def __init__(
+        self, resources: MetadataResources, *, enabled: bool, super_user_roles: frozenset[str]
+    ) -> None:
+        self.resources = resources
         self.enabled = enabled
         self.super_user_roles = super_user_roles
 
-    async def _json(self, key: str) -> dict[str, Any]:
+    async def _tenant(self, tenant: str) -> TenantInfo:
         try:
-            record = await self.metadata.get(key)
+            stored = await self.resources.tenants.get(tenant)
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
-        if record is None or not record.value:
-            return {}
+        return stored.value if stored is not None else TenantInfo()
+
+    async def _policies(self, ns: NamespaceName) -> Policies:
         try:
-            value = json.loads(record.value)
-        except ValueError:
-            log.warning("unreadable policies at %s: refusing non-super-user roles there", key)
-            return {}
-        return value if isinstance(value, dict) else {}
+            return await self.resources.namespaces.policies(ns)
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
 
     def is_super_user(self, role: str | None) -> bool:
         return role is not None and role in self.super_user_roles
@@ -55,11 +54,10 @@ class AuthorizationService:
             return False
         if self.is_super_user(role):
             return True
-        roles = (await self._json(f"{TENANTS}/{tenant}")).get("adminRoles") or []
-        return isinstance(roles, list) and role in roles
+        return role in (await self._tenant(tenant)).admin_roles
 
     async def auth_policies(self, ns: NamespaceName) -> AuthPolicies:
-        stored = (await self._json(f"{TENANTS}/{ns.tenant}/{ns.namespace}")).get("auth_policies")
+        stored = (await self._policies(ns)).get("auth_policies")
         try:
             return AuthPolicies.from_json(stored)
         except InvalidRequest:
@@ -118,8 +116,8 @@ class AuthorizationService:
     async def _refuse_missing_namespace(self, topic: TopicName) -> None:
         """A refused topic whose namespace does not exist is not found, as Pulsar answers (TopicNotFound)."""
         try:
-            record = await self.metadata.get(f"{TENANTS}/{topic.tenant}/{topic.namespace}")
+            exists = await self.resources.namespaces.exists(topic.namespace_name)
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
-        if record is None:
+        if not exists:
             raise TopicNotFound(f"Namespace {topic.namespace_name} does not exist")

@@ -1,5 +1,5 @@
-"""The metadata keys of a cluster's coordination and the records under them (moves into
-``magnetar.resources.ownership`` when that package lands; nothing else spells these keys).
+"""The metadata keys of a cluster's coordination and the records under them (the roots are
+``magnetar.resources``'; the records move into ``magnetar.resources.ownership`` next).
 
 - ``/loadbalance/brokers/<host:port>``: a live broker's ephemeral registration (:class:`BrokerReport`);
 - ``/loadbalance/leader``: the leader election's key (:class:`LeaderData`);
@@ -21,16 +21,15 @@ from magnetar.broker.cluster.records import BrokerReport, OwnerData
 from magnetar.broker.names import NamespaceName
 from magnetar.metadata import api as md
 from magnetar.metadata.election import LEADER_KEY
+from magnetar.resources.ownership import BROKERS_ROOT, LOCAL_POLICIES_ROOT, OWNERSHIP_ROOT
+from magnetar.resources.tenants import POLICIES_ROOT
 
 log = logging.getLogger("magnetar.cluster")
 
-BROKERS_ROOT = "/loadbalance/brokers"
-OWNERSHIP_ROOT = "/namespace"
-LOCAL_POLICIES_ROOT = "/admin/local-policies"
-POLICIES_ROOT = "/admin/policies"
 LEADER = LEADER_KEY
 
-__all__ = ["BROKERS_ROOT", "LEADER", "LOCAL_POLICIES_ROOT", "OWNERSHIP_ROOT", "ClusterKeys", "StoredBundles"]
+__all__ = ["BROKERS_ROOT", "LEADER", "LOCAL_POLICIES_ROOT", "OWNERSHIP_ROOT", "POLICIES_ROOT", "ClusterKeys",
+           "StoredBundles"]
 
 
 def broker_key(broker_id: str) -> str:

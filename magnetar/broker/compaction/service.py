@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from magnetar.broker.compaction.compactor import CompactionResult, compact
@@ -44,7 +44,7 @@ log = logging.getLogger("magnetar.broker.compaction")
 TOPICS_PER_PASS_MAX = 100_000
 THRESHOLD_POLICY = "compaction_threshold"
 
-PolicyReader = Callable[[NamespaceName], Awaitable[dict[str, Any]]]
+PolicyReader = Callable[[NamespaceName], Awaitable[Mapping[str, Any]]]
 #: the transaction filter of a loaded topic (None: no transactions there); the composition root supplies it
 TxnFilterOf = Callable[[PersistentTopic], TxnFilter | None]
 SleepS = Callable[[float], Awaitable[None]]

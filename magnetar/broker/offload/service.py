@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -103,7 +103,7 @@ class OffloadBroker(Protocol):
 
     def loaded_topics(self) -> Sequence[tuple[NamespaceName, LoadedTopic]]: ...
 
-    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]: ...
+    async def namespace_policies(self, ns: NamespaceName) -> Mapping[str, Any]: ...
 
     async def get_topic(self, topic: TopicName, *, create: bool) -> Any: ...
 

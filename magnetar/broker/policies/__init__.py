@@ -6,7 +6,7 @@ Pulsar's ``TopicPolicies`` field names (``deduplicationEnabled``, ``retentionPol
 ``messageTTLInSeconds``, ``backLogQuotaMap``); a partition uses its partitioned topic's."""
 
 from magnetar.broker.policies.quota import BacklogQuota, QuotaPolicy, backlog_bytes, quota_refusal
-from magnetar.broker.policies.store import TopicPolicyStore, effective_dedup, effective_quotas, topic_policy_key
+from magnetar.broker.policies.store import TopicPolicyStore, effective_dedup, effective_quotas
 
 __all__ = [
     "BacklogQuota",
@@ -16,5 +16,4 @@ __all__ = [
     "effective_dedup",
     "effective_quotas",
     "quota_refusal",
-    "topic_policy_key",
 ]

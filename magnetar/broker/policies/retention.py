@@ -15,7 +15,6 @@ failure on one topic is logged and never stops the others or the task.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from magnetar.core.clock import Clock
 from magnetar.core.periodic import PeriodicPass
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, Position, RetentionPolicy, TrimResult
 from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources, Policies
 
 log = logging.getLogger("magnetar.broker.retention")
 
@@ -85,21 +85,14 @@ def resolve_policies(
     return TopicPolicies(policy, max(ttl, 0))
 
 
-async def namespace_policies(metadata: md.MetadataStore, ns: NamespaceName) -> dict[str, Any]:
-    record = await metadata.get(f"/admin/policies/{ns.tenant}/{ns.namespace}")
-    if record is None:
-        return {}
-    try:
-        body = json.loads(record.value)
-    except ValueError:
-        log.warning("namespace %s: policies are not JSON; broker defaults apply", ns)
-        return {}
-    return body if isinstance(body, dict) else {}
+async def namespace_policies(resources: MetadataResources, ns: NamespaceName) -> Policies:
+    """The namespace's policies (empty, so broker defaults apply, when it has none or they are unreadable)."""
+    return await resources.namespaces.policies(ns)
 
 
-async def topic_policies(metadata: md.MetadataStore, managed_ledger_name: str) -> dict[str, Any]:
+async def topic_policies(resources: MetadataResources, managed_ledger_name: str) -> dict[str, Any]:
     """A topic's own policies (written by the admin API), or {}."""
-    return await TopicPolicyStore(metadata).get(TopicName.from_managed_ledger_name(managed_ledger_name))
+    return await TopicPolicyStore(resources).get(TopicName.from_managed_ledger_name(managed_ledger_name))
 
 
 # ---- message expiry (TTL) --------------------------------------------------------------------------------------
@@ -167,7 +160,7 @@ class RetentionTopics(Protocol):
     def config(self) -> RetentionSettings: ...
 
     @property
-    def metadata(self) -> md.MetadataStore: ...
+    def resources(self) -> MetadataResources: ...
 
     def loaded_topics(self) -> Sequence[tuple[NamespaceName, ExpiringTopic]]: ...
 
@@ -195,12 +188,12 @@ class RetentionService:
     async def run_once(self) -> list[TrimResult]:
         """One pass over the loaded topics; returns what each trim did."""
         results: list[TrimResult] = []
-        cache: dict[NamespaceName, dict[str, Any]] = {}
+        cache: dict[NamespaceName, Policies] = {}
         for ns, topic in self._broker.loaded_topics()[:TOPICS_PER_PASS_MAX]:
             try:
                 if ns not in cache:
-                    cache[ns] = await namespace_policies(self._broker.metadata, ns)
-                own = await topic_policies(self._broker.metadata, topic.ledger.name)
+                    cache[ns] = await namespace_policies(self._broker.resources, ns)
+                own = await topic_policies(self._broker.resources, topic.ledger.name)
                 results.append(await self._apply(topic, resolve_policies(self._broker.config, cache[ns], own)))
             except (ManagedLedgerError, md.MetadataError) as exc:
                 log.warning("retention of %s skipped this pass: %s", topic.ledger.name, exc)

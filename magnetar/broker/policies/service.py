@@ -5,7 +5,7 @@ over a producer-blocking quota (they reconnect and meet the check, as Pulsar's q
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from magnetar import protocol as proto
@@ -24,7 +24,7 @@ from magnetar.broker.policies.store import (
 from magnetar.core.clock import Clock
 from magnetar.core.periodic import PeriodicPass
 from magnetar.ledger.api import ManagedLedgerError, Position
-from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources
 
 log = logging.getLogger("magnetar.broker.policies")
 TOPICS_PER_PASS_MAX = 100_000
@@ -57,7 +57,7 @@ class PolicyBroker(Protocol):
     def config(self) -> PolicySettings: ...
 
     @property
-    def metadata(self) -> md.MetadataStore: ...
+    def resources(self) -> MetadataResources: ...
 
     @property
     def clock(self) -> Clock: ...
@@ -75,12 +75,12 @@ def topic_backlog_bytes(topic: QuotaTopic) -> int:
 class PolicyService:
     def __init__(self, broker: PolicyBroker) -> None:
         self._broker = broker
-        self.store = TopicPolicyStore(broker.metadata)
+        self.store = TopicPolicyStore(broker.resources)
         self._clock = broker.clock
         self._periodic = PeriodicPass("backlog quota", self.enforce_once)
 
-    async def _both(self, topic: TopicName) -> tuple[dict[str, Any], dict[str, Any]]:
-        return await namespace_policies(self._broker.metadata, topic.namespace_name), await self.store.get(topic)
+    async def _both(self, topic: TopicName) -> tuple[Mapping[str, Any], dict[str, Any]]:
+        return await namespace_policies(self._broker.resources, topic.namespace_name), await self.store.get(topic)
 
     async def dedup_enabled(self, topic: TopicName) -> bool:
         return effective_dedup(self._broker.config, *await self._both(topic))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -11,44 +9,37 @@ from magnetar.broker.errors import MetadataError
 from magnetar.broker.names import TopicName
 from magnetar.broker.policies.quota import BacklogQuota
 from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources
 
-TOPIC_POLICIES = "/admin/topic-policies"
 DESTINATION_STORAGE = "destination_storage"
 MESSAGE_AGE = "message_age"
 QUOTA_TYPES = (DESTINATION_STORAGE, MESSAGE_AGE)
 
 
-def topic_policy_key(topic: TopicName) -> str:
-    local = topic.local_name.rsplit("-partition-", 1)[0] if topic.is_partition else topic.local_name
-    return f"{TOPIC_POLICIES}/{topic.tenant}/{topic.namespace}/{topic.domain}/{urllib.parse.quote(local, safe='')}"
-
-
 class TopicPolicyStore:
-    def __init__(self, metadata: md.MetadataStore) -> None:
-        self._metadata = metadata
+    """A topic's own policies (retention, TTL, dedup, backlog quotas), one record per partitioned or plain topic."""
+
+    def __init__(self, resources: MetadataResources) -> None:
+        self._policies = resources.topic_policies
 
     async def get(self, topic: TopicName) -> dict[str, Any]:
         try:
-            record = await self._metadata.get(topic_policy_key(topic))
+            record = await self._policies.get(topic.partitioned_topic_name)
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
-        if record is None:
-            return {}
-        value = json.loads(record.value or b"{}")
-        return value if isinstance(value, dict) else {}
+        return dict(record.value) if record is not None else {}
 
     async def set(self, topic: TopicName, field: str, value: Any) -> None:
         """Set (or with ``None`` remove) one field, compare-and-set on the record."""
-        key = topic_policy_key(topic)
+        parent = topic.partitioned_topic_name
         try:
-            record = await self._metadata.get(key)
-            stored = json.loads(record.value or b"{}") if record is not None else {}
+            record = await self._policies.get(parent)
+            stored = dict(record.value) if record is not None else {}
             if value is None:
                 stored.pop(field, None)
             else:
                 stored[field] = value
-            await self._metadata.put(key, json.dumps(stored).encode(),
-                                     record.version if record is not None else md.NEW_KEY)
+            await self._policies.put(parent, stored, record.version if record is not None else md.NEW_KEY)
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
 

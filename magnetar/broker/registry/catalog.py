@@ -4,8 +4,9 @@ lists, the admin API and the services).
 
 A name is never both a partitioned and a plain topic: both creations decide under the same per-name lock,
 and, because another broker may share the metadata store, each writes first and checks the other's record
-after (at most one of two racing creators stands). Namespaces and partitioned-topic metadata live under
-Pulsar's ``/admin/...`` keys; the managed ledgers are the topics' storage. Creating here means creating
+after (at most one of two racing creators stands). Namespaces and partitioned-topic metadata are records of
+``magnetar.resources`` (the namespaces' cached, kept current by the store's watch); the managed ledgers are
+the topics' storage. Creating here means creating
 the metadata or the (closed) managed ledger; loading is :class:`~magnetar.broker.registry.TopicRegistry`'s.
 """
 
@@ -13,12 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import urllib.parse
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.errors import (
@@ -35,33 +34,16 @@ from magnetar.broker.transactions.pending_ack_log import is_transaction_internal
 from magnetar.broker.transactions.snapshot_topic import is_snapshot_topic
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerError, ManagedLedgerFactory
 from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources, Policies
 
 log = logging.getLogger("magnetar.broker")
 _NO_LOCK = contextlib.nullcontext()
+T = TypeVar("T")
 
 PARTITIONS_MAX = 10_000
 SYSTEM_NAMESPACE = NamespaceName("pulsar", "system")
 #: the namespaces a fresh cluster starts with (``public/default`` for users, ``pulsar/system`` for the broker)
 SYSTEM_NAMESPACES = (NamespaceName("public", "default"), SYSTEM_NAMESPACE)
-
-#: tenants' and namespaces' records, read on each topic creation (the standalone caches them in memory)
-POLICIES_PREFIX = "/admin/policies/"
-PARTITIONED_TOPICS = "/admin/partitioned-topics"
-
-
-def partitioned_topic_key(topic: TopicName) -> str:
-    local = urllib.parse.quote(topic.local_name, safe="")
-    return f"{PARTITIONED_TOPICS}/{topic.tenant}/{topic.namespace}/{topic.domain}/{local}"
-
-
-def namespace_key(ns: NamespaceName) -> str:
-    return f"{POLICIES_PREFIX}{ns.tenant}/{ns.namespace}"
-
-
-def _json_object(raw: bytes | None) -> dict[str, Any]:
-    value = json.loads(raw) if raw else {}
-    return value if isinstance(value, dict) else {}
-
 
 @dataclass(frozen=True, slots=True)
 class PartitionedMetadata:
@@ -75,9 +57,9 @@ class AutoTopicCreation:
 
 
 class TopicCatalog:
-    def __init__(self, config: BrokerConfig, metadata: md.MetadataStore, ledgers: ManagedLedgerFactory) -> None:
+    def __init__(self, config: BrokerConfig, resources: MetadataResources, ledgers: ManagedLedgerFactory) -> None:
         self._config = config
-        self._metadata = metadata
+        self._resources = resources
         self._ledgers = ledgers
         self._creating: dict[str, asyncio.Lock] = {}
         self._creating_users: dict[str, int] = {}
@@ -88,21 +70,19 @@ class TopicCatalog:
     # ---- namespaces ----------------------------------------------------------------------------------
 
     async def namespace_exists(self, ns: NamespaceName) -> bool:
-        return await self._metadata.exists(namespace_key(ns))
+        return await _read(self._resources.namespaces.exists(ns))
 
-    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]:
-        """The namespace's stored policies ({} when it has none or does not exist)."""
-        record = await self._get(namespace_key(ns))
-        return _json_object(record.value) if record is not None else {}
+    async def namespace_policies(self, ns: NamespaceName) -> Policies:
+        """The namespace's stored policies (empty when it has none or does not exist)."""
+        return await _read(self._resources.namespaces.policies(ns))
 
     async def auto_topic_creation(self, ns: NamespaceName) -> AutoTopicCreation:
         """The broker's auto-creation settings, overridden by the namespace's ``autoTopicCreationOverride``."""
         allowed = self._config.allow_auto_topic_creation
         partitioned = self._config.allow_auto_topic_creation_type == "partitioned"
         partitions = max(1, self._config.default_num_partitions)
-        record = await self._get(namespace_key(ns))
-        override = json.loads(record.value).get("autoTopicCreationOverride") if record is not None else None
-        if isinstance(override, dict) and isinstance(override.get("allowAutoTopicCreation"), bool):
+        override = (await self.namespace_policies(ns)).auto_topic_creation_override
+        if override is not None:
             allowed = override["allowAutoTopicCreation"]
             partitioned = override.get("topicType") == "partitioned"
             partitions = max(1, int(override.get("defaultNumPartitions", 1)))
@@ -114,8 +94,7 @@ class TopicCatalog:
         """The partition count of a partitioned topic, 0 for any other name (a partition's included)."""
         if topic.is_partition:
             return 0
-        record = await self._get(partitioned_topic_key(topic))
-        return int(_json_object(record.value).get("partitions", 0)) if record is not None else 0
+        return await _read(self._resources.partitioned_topics.partitions(topic))
 
     async def partitioned_metadata(self, topic: TopicName) -> PartitionedMetadata:
         """The partition count (0 = not partitioned), auto-creating a partitioned topic if so configured."""
@@ -147,15 +126,13 @@ class TopicCatalog:
                 return False
             await self.check_topic_quota(topic, partitions)
             try:
-                await self._metadata.put(
-                    partitioned_topic_key(topic), json.dumps({"partitions": partitions}).encode(), md.NEW_KEY
-                )
+                await self._resources.partitioned_topics.create(topic, partitions)
             except md.BadVersion:
                 return False  # created concurrently: the first one wins
             except md.MetadataError as exc:
                 raise MetadataError(str(exc)) from exc
             if await self._ledgers.exists(topic.managed_ledger_name):  # another broker created it plain meanwhile
-                await self._delete_key_quietly(partitioned_topic_key(topic))
+                await self.delete_partitioned_metadata(topic)
                 return False
         log.info("created partitioned topic %s with %d partitions", topic, partitions)
         return True
@@ -163,32 +140,32 @@ class TopicCatalog:
     async def update_partitions(self, topic: TopicName, partitions: int) -> int | None:
         """Grow a partitioned topic to ``partitions`` (compare-and-set); the count it had, None if it is not
         a partitioned topic. The caller checks that the count grows."""
-        record = await self._get(partitioned_topic_key(topic))
+        record = await _read(self._resources.partitioned_topics.get(topic))
         if record is None:
             return None
-        current = int(_json_object(record.value).get("partitions", 0))
+        current = record.value.partitions
         if partitions > current:
-            key = partitioned_topic_key(topic)
             try:
-                await self._metadata.put(key, json.dumps({"partitions": partitions}).encode(), record.version)
+                await self._resources.partitioned_topics.put(topic, partitions, record.version)
             except md.BadVersion as exc:
-                raise Conflict(f"Concurrent modification of {key}") from exc
+                raise Conflict(f"Concurrent modification of {exc.key}") from exc
             except md.MetadataError as exc:
                 raise MetadataError(str(exc)) from exc
             log.info("partitioned topic %s now has %d partitions", topic, partitions)
         return current
 
     async def delete_partitioned_metadata(self, topic: TopicName) -> None:
-        await self._delete_key_quietly(partitioned_topic_key(topic))
+        try:
+            await self._resources.partitioned_topics.delete(topic)
+        except md.NotFound:
+            pass
+        except md.MetadataError as exc:
+            raise MetadataError(str(exc)) from exc
 
     async def partitioned_topics(self, ns: NamespaceName, limit: int | None = None) -> list[TopicName]:
         """The namespace's partitioned topics (their parent names)."""
-        parent = f"{PARTITIONED_TOPICS}/{ns.tenant}/{ns.namespace}/persistent"
-        try:
-            encoded = await self._metadata.children(parent)
-        except md.MetadataError as exc:
-            raise MetadataError(str(exc)) from exc
-        return [TopicName.parse(f"persistent://{ns}/{urllib.parse.unquote(e)}") for e in encoded[:limit]]
+        local_names = await _read(self._resources.partitioned_topics.local_names(ns))
+        return [TopicName.parse(f"persistent://{ns}/{local}") for local in local_names[:limit]]
 
     # ---- listing -------------------------------------------------------------------------------------
 
@@ -242,7 +219,7 @@ class TopicCatalog:
     async def create_ledger(self, topic: TopicName) -> bool:
         """Create the managed ledger of a plain topic or a partition; False if the name is partitioned."""
         async with self._creation_lock(topic):
-            if not topic.is_partition and await self._get(partitioned_topic_key(topic)):
+            if not topic.is_partition and await self._declared_partitioned(topic):
                 return False
             if await self._ledgers.exists(topic.managed_ledger_name):
                 return True
@@ -270,7 +247,7 @@ class TopicCatalog:
         if not await self.namespace_exists(topic.namespace_name):
             raise TopicNotFound(f"Namespace {topic.namespace_name} does not exist")
         async with self._creation_lock(topic):  # the same decision as create_partitioned_topic's
-            if not topic.is_partition and await self._get(partitioned_topic_key(topic)) is not None:
+            if not topic.is_partition and await self._declared_partitioned(topic):
                 raise NotAllowed(f"{topic} is a partitioned topic: use its partitions")
             if not topic.is_partition:  # a declared partitioned topic's partitions were counted with it
                 await self.check_topic_quota(topic, 1)
@@ -291,7 +268,7 @@ class TopicCatalog:
         the ledger deleted again, if another broker declared the name partitioned meanwhile. Both creations
         write first and check the other's record after, so across brokers sharing the store at most one of
         them stands (the per-name lock decides within one broker)."""
-        if topic.is_partition or await self._get(partitioned_topic_key(topic)) is None:
+        if topic.is_partition or not await self._declared_partitioned(topic):
             return True
         log.warning("%s was declared partitioned by another broker while it was created: creation undone", topic)
         try:
@@ -300,18 +277,13 @@ class TopicCatalog:
             raise ServiceNotReady(f"Failed to undo the creation of {topic}: {exc}") from exc
         return False
 
-    # ---- metadata ------------------------------------------------------------------------------------
+    async def _declared_partitioned(self, topic: TopicName) -> bool:
+        return await _read(self._resources.partitioned_topics.exists(topic))
 
-    async def _delete_key_quietly(self, key: str) -> None:
-        try:
-            await self._metadata.delete(key)
-        except md.NotFound:
-            pass
-        except md.MetadataError as exc:
-            raise MetadataError(str(exc)) from exc
 
-    async def _get(self, key: str) -> md.Record | None:
-        try:
-            return await self._metadata.get(key)
-        except md.MetadataError as exc:
-            raise MetadataError(str(exc)) from exc
+async def _read(reading: Awaitable[T]) -> T:
+    """A metadata read; the metadata layer's errors become the broker's."""
+    try:
+        return await reading
+    except md.MetadataError as exc:
+        raise MetadataError(str(exc)) from exc

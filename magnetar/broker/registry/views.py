@@ -7,8 +7,6 @@ composition root over the registry and the catalog. It holds no state of its own
 
 from __future__ import annotations
 
-from typing import Any
-
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.names import NamespaceName, TopicName
 from magnetar.broker.registry.catalog import TopicCatalog
@@ -16,14 +14,14 @@ from magnetar.broker.registry.registry import TopicRegistry
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import ManagedLedgerFactory
-from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources, Policies
 
 
 class TopicsHost:
-    def __init__(self, config: BrokerConfig, metadata: md.MetadataStore, ledgers: ManagedLedgerFactory,
+    def __init__(self, config: BrokerConfig, resources: MetadataResources, ledgers: ManagedLedgerFactory,
                  clock: Clock, registry: TopicRegistry, catalog: TopicCatalog) -> None:
         self.config = config
-        self.metadata = metadata
+        self.resources = resources
         self.ledgers = ledgers
         self.clock = clock
         self._registry = registry
@@ -39,5 +37,5 @@ class TopicsHost:
     async def get_topic(self, topic: TopicName, *, create: bool) -> PersistentTopic:
         return await self._registry.get(topic, create=create)
 
-    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]:
+    async def namespace_policies(self, ns: NamespaceName) -> Policies:
         return await self._catalog.namespace_policies(ns)

@@ -10,10 +10,10 @@ topic. The composition root (``magnetar standalone``) supplies the implementatio
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from magnetar.broker.topic.dedup import REPLICATOR_PREFIX
+from magnetar.resources.clusters import ClusterData as ClusterData  # re-exported: the record lives in resources
 
 #: Pulsar's delimiter in a replicator producer's name: ``pulsar.repl.{local}-->{remote}``; the prefix
 #: (Pulsar's ``replicatorPrefix``) names replication cursors too: reserved, as every ``pulsar.`` cursor is
@@ -43,26 +43,6 @@ def source_of_producer(name: str) -> str | None:
         return None
     source, sep, _ = name[len(REPLICATOR_PREFIX) + 1:].partition(PRODUCER_NAME_DELIMITER)
     return source if sep and source else None
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterData:
-    """A registered cluster (Pulsar's ClusterData): how to reach its brokers and its admin API."""
-
-    name: str
-    service_url: str = ""
-    service_url_tls: str = ""
-    broker_service_url: str = ""
-    broker_service_url_tls: str = ""
-
-    @classmethod
-    def from_json(cls, name: str, value: dict[str, Any]) -> ClusterData:
-        def text(key: str) -> str:
-            item = value.get(key)
-            return item if isinstance(item, str) else ""
-
-        return cls(name, text("serviceUrl"), text("serviceUrlTls"), text("brokerServiceUrl"),
-                   text("brokerServiceUrlTls"))
 
 
 class RemoteProducer(Protocol):

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -37,22 +35,12 @@ from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.broker.topic.state import CloseReason
 from magnetar.core.clock import Clock
 from magnetar.ledger.api import InitialPosition, ManagedLedgerError, Position
-from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources
 
 log = logging.getLogger("magnetar.broker.replication")
 
-CLUSTERS_KEY = "/admin/clusters"
-TOPIC_POLICIES_KEY = "/admin/topic-policies"
 SYSTEM_NAMESPACE = NamespaceName("pulsar", "system")
-NAMESPACE_POLICIES_KEY = "/admin/policies"  # /<tenant>/<namespace>
 TOPICS_LOADED_PER_CHECK_MAX = 10_000
-
-
-def topic_policies_key(topic: TopicName) -> str:
-    """Topic-level policies are kept per partitioned (parent) topic, as Pulsar does."""
-    parent = topic.partitioned_topic_name
-    local = urllib.parse.quote(parent.local_name, safe="")
-    return f"{TOPIC_POLICIES_KEY}/{parent.tenant}/{parent.namespace}/{local}"
 
 
 class LoadedTopics(Protocol):
@@ -67,7 +55,7 @@ class LoadedTopics(Protocol):
 class TopicNames(Protocol):
     """What topics and namespaces exist (the topic catalog)."""
 
-    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]: ...
+    async def namespace_policies(self, ns: NamespaceName) -> Mapping[str, Any]: ...
 
     async def partition_count(self, topic: TopicName) -> int: ...
 
@@ -79,7 +67,7 @@ class ReplicationService(TopicListener):
         self,
         topics: LoadedTopics,
         names: TopicNames,
-        metadata: md.MetadataStore,
+        resources: MetadataResources,
         clock: Clock,
         *,
         local_cluster: str,
@@ -88,7 +76,7 @@ class ReplicationService(TopicListener):
     ) -> None:
         self._topics = topics
         self._names = names
-        self._metadata = metadata
+        self._resources = resources
         self._clock = clock
         self.local_cluster = local_cluster
         self._queue_size = queue_size
@@ -130,7 +118,7 @@ class ReplicationService(TopicListener):
         """Why a producer may not take ``producer_name`` (the reserved ``pulsar.repl`` prefix), or None."""
         refusal = reserved_name_refusal(producer_name, self.local_cluster)
         source = source_of_producer(producer_name)
-        if refusal is None and source is not None and await self._metadata.get(f"{CLUSTERS_KEY}/{source}") is None:
+        if refusal is None and source is not None and not await self._resources.clusters.exists(source):
             refusal = f"Replicator producer {producer_name!r} names cluster {source!r}, which is not registered"
         return refusal
 
@@ -138,10 +126,10 @@ class ReplicationService(TopicListener):
 
     async def replication_clusters(self, topic: TopicName) -> list[str]:
         """The topic-level replication clusters if set, else the namespace's."""
-        record = await self._metadata.get(topic_policies_key(topic))
+        # topic-level policies are kept per partitioned (parent) topic, as Pulsar does
+        record = await self._resources.topic_policies.get_replication(topic.partitioned_topic_name)
         if record is not None:
-            value = json.loads(record.value or b"{}")
-            clusters = value.get("replication_clusters") if isinstance(value, dict) else None
+            clusters = record.value.get("replication_clusters")
             if isinstance(clusters, list) and clusters:
                 return [c for c in clusters if isinstance(c, str)]
         policies = await self._names.namespace_policies(topic.namespace_name)
@@ -158,8 +146,7 @@ class ReplicationService(TopicListener):
         for name in clusters:
             if name == self.local_cluster:
                 continue
-            record = await self._metadata.get(f"{CLUSTERS_KEY}/{name}")
-            data = ClusterData.from_json(name, json.loads(record.value or b"{}") if record is not None else {})
+            data = await self._resources.clusters.data(name)
             if not data.broker_service_url:
                 log.warning("%s: cluster %s has no brokerServiceUrl; not replicating to it yet", topic, name)
                 continue
@@ -242,7 +229,7 @@ class ReplicationService(TopicListener):
             if ns not in replicated:
                 replicated[ns] = ns != SYSTEM_NAMESPACE and len(
                     (await self._names.namespace_policies(ns)).get("replication_clusters") or []) > 1
-            if replicated[ns] or await self._metadata.exists(topic_policies_key(name)):
+            if replicated[ns] or await self._resources.topic_policies.has_replication(name.partitioned_topic_name):
                 try:
                     await self._topics.get(name, create=False)
                     loaded += 1
@@ -251,14 +238,13 @@ class ReplicationService(TopicListener):
 
     async def _anything_replicated(self) -> bool:
         """A namespace with more than one replication cluster, or a topic with topic-level policies."""
-        if await self._metadata.children(TOPIC_POLICIES_KEY):
+        if await self._resources.topic_policies.any():
             return True
-        for tenant in await self._metadata.children(NAMESPACE_POLICIES_KEY):
-            for namespace in await self._metadata.children(f"{NAMESPACE_POLICIES_KEY}/{tenant}"):
-                ns = NamespaceName(tenant, namespace)
-                clusters = (await self._names.namespace_policies(ns)).get("replication_clusters") or []
-                if ns != SYSTEM_NAMESPACE and len(clusters) > 1:
-                    return True
+        for tenant, namespace in await self._resources.namespaces.all_names():
+            ns = NamespaceName(tenant, namespace)
+            clusters = (await self._names.namespace_policies(ns)).get("replication_clusters") or []
+            if ns != SYSTEM_NAMESPACE and len(clusters) > 1:
+                return True
         return False
 
     # ---- markers (replicated subscriptions write them; the replicators carry them) -------------------

@@ -14,7 +14,7 @@ import asyncio
 import base64
 import json
 import logging
-import urllib.parse
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from magnetar.broker.errors import IncompatibleSchema, InvalidRequest, MetadataError, NotFound, TopicNotFound
@@ -23,10 +23,10 @@ from magnetar.broker.schema.compat import InvalidSchema, incompatibility, valida
 from magnetar.broker.schema.types import AUTO_CONSUME, SchemaInfo, StoredSchema, Strategy
 from magnetar.core.clock import Clock
 from magnetar.metadata import api as md
+from magnetar.resources import MetadataResources
 
 log = logging.getLogger("magnetar.broker.schema")
 
-SCHEMAS = "/schemas"
 VERSIONS_MAX = 10_000
 #: namespace policy field -> what it holds (Pulsar's ``Policies`` names)
 STRATEGY_POLICY = "schema_compatibility_strategy"
@@ -56,9 +56,10 @@ def schema_id(topic: TopicName) -> str:
     return f"{topic.tenant}/{topic.namespace}/{base}"
 
 
-def _key(topic: TopicName) -> str:
+def _parts(topic: TopicName) -> tuple[str, str, str]:
+    """(tenant, namespace, local name) of the topic's schema record (partitions share their parent's)."""
     tenant, namespace, local = schema_id(topic).split("/", 2)
-    return f"{SCHEMAS}/{tenant}/{namespace}/{urllib.parse.quote(local, safe='')}"
+    return tenant, namespace, local
 
 
 def _encode(versions: list[StoredSchema]) -> bytes:
@@ -86,8 +87,8 @@ def live(versions: list[StoredSchema]) -> list[StoredSchema]:
 
 
 class SchemaRegistry:
-    def __init__(self, metadata: md.MetadataStore, config: SchemaSettings, clock: Clock) -> None:
-        self._metadata = metadata
+    def __init__(self, resources: MetadataResources, config: SchemaSettings, clock: Clock) -> None:
+        self._resources = resources
         self._config = config
         self._clock = clock
         self._writing = asyncio.Lock()
@@ -96,7 +97,7 @@ class SchemaRegistry:
 
     async def _record(self, topic: TopicName) -> tuple[list[StoredSchema], int | None]:
         try:
-            record = await self._metadata.get(_key(topic))
+            record = await self._resources.schemas.get(*_parts(topic))
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
         return (_decode(record.value), record.version) if record is not None else ([], None)
@@ -118,15 +119,11 @@ class SchemaRegistry:
 
     # ---- policies -----------------------------------------------------------------------------------
 
-    async def policies(self, ns: NamespaceName) -> dict[str, Any]:
+    async def policies(self, ns: NamespaceName) -> Mapping[str, Any]:
         try:
-            record = await self._metadata.get(f"/admin/policies/{ns.tenant}/{ns.namespace}")
+            return await self._resources.namespaces.policies(ns)
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
-        if record is None:
-            return {}
-        value = json.loads(record.value or b"{}")
-        return value if isinstance(value, dict) else {}
 
     async def strategy(self, ns: NamespaceName) -> Strategy:
         configured = (await self.policies(ns)).get(STRATEGY_POLICY)
@@ -145,14 +142,14 @@ class SchemaRegistry:
 
     async def set_policy(self, ns: NamespaceName, field: str, value: str | bool) -> None:
         """Store one schema policy in the namespace's policies record (compare-and-set)."""
-        key = f"/admin/policies/{ns.tenant}/{ns.namespace}"
+        namespaces = self._resources.namespaces
         try:
-            record = await self._metadata.get(key)
+            record = await namespaces.get(ns)
             if record is None:
                 raise NotFound("Namespace does not exist")
-            stored = json.loads(record.value or b"{}")
+            stored = record.value.to_json()
             stored[field] = value
-            await self._metadata.put(key, json.dumps(stored).encode(), record.version)
+            await namespaces.put(ns, stored, record.version)
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc
 
@@ -226,7 +223,7 @@ class SchemaRegistry:
                 raise NotFound(f"Schema not found for topic {schema_id(topic)}")
             if force:
                 try:
-                    await self._metadata.delete(_key(topic), record_version)
+                    await self._resources.schemas.delete(*_parts(topic), record_version)
                 except md.MetadataError as exc:
                     raise MetadataError(str(exc)) from exc
                 return versions[-1].version if versions else -1
@@ -237,7 +234,7 @@ class SchemaRegistry:
 
     async def _write(self, topic: TopicName, versions: list[StoredSchema], record_version: int | None) -> None:
         try:
-            await self._metadata.put(_key(topic), _encode(versions),
-                                     md.NEW_KEY if record_version is None else record_version)
+            await self._resources.schemas.put(*_parts(topic), _encode(versions),
+                                              md.NEW_KEY if record_version is None else record_version)
         except md.MetadataError as exc:
             raise MetadataError(str(exc)) from exc

@@ -6,7 +6,7 @@ family at its next write, the running coordinator logs and the existing subscrip
 included (:meth:`BufferedWriter.reconfigure`), and to logs created later; replay reads whatever mix of plain
 and batched entries a log holds. The change is stored first as dynamic configuration, as Pulsar's ``brokers
 update-dynamic-config`` does: one metadata record of Pulsar's key names and string values
-(:data:`DYNAMIC_CONFIG_KEY`), written compare-and-set, read at startup over what ``broker.conf`` said, so
+(``magnetar.resources.configuration``), written compare-and-set, read at startup over what ``broker.conf`` said, so
 it survives a restart. Each family keeps one :class:`WriterMetrics` shared by all its writers, exported
 as Pulsar's ``pulsar_txn_tc_bufferedwriter_*`` and ``pulsar_txn_pending_ack_store_bufferedwriter_*`` series.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import logging
 import weakref
 from collections.abc import Callable
@@ -31,11 +30,10 @@ from magnetar.broker.transactions.buffered_writer import (
 )
 from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore
 from magnetar.protocol.txn_log_batch import LogKind
+from magnetar.resources.configuration import DynamicConfigResources
 
 log = logging.getLogger("magnetar.txn.batching")
 
-#: where Pulsar keeps a cluster's dynamic configuration (a JSON object of key -> string value)
-DYNAMIC_CONFIG_KEY: Final = "/admin/configuration"
 STORE_ATTEMPTS_MAX: Final = 8  # compare-and-set rounds against concurrent writers of the record
 #: Pulsar's key suffix -> BatchingConfig field (the prefix names the family)
 KEY_SUFFIXES: Final = {"Enabled": "enabled", "MaxRecords": "max_records", "MaxSize": "max_bytes",
@@ -106,7 +104,7 @@ class BatchedLogSwitch:
         self._conf = dict(self.configs)  # what broker.conf said: a deleted dynamic key falls back to it
         self.metrics: dict[LogFamily, WriterMetrics] = {family: WriterMetrics() for family in LogFamily}
         self._writers: dict[LogFamily, weakref.WeakSet[BufferedWriter]] = {f: weakref.WeakSet() for f in LogFamily}
-        self._metadata = metadata
+        self._metadata = DynamicConfigResources(metadata) if metadata is not None else None
         self._sleep_ms = sleep_ms  # the writers' delay on an injected clock (simulations)
 
     def candidate(self, family: LogFamily, **changes: object) -> BatchingConfig:
@@ -150,8 +148,8 @@ class BatchedLogSwitch:
         """The dynamic configuration as stored (``brokers get-all-dynamic-config``)."""
         if self._metadata is None:
             return {}
-        record = await self._metadata.get(DYNAMIC_CONFIG_KEY)
-        return _values(record.value) if record is not None else {}
+        record = await self._metadata.get()
+        return dict(record.value) if record is not None else {}
 
     def apply(self, family: LogFamily, config: BatchingConfig) -> None:
         """Switch the family now: live writers at their next write, new ones from creation."""
@@ -164,14 +162,14 @@ class BatchedLogSwitch:
         that is not valid is reported and left out: the broker starts with what broker.conf says."""
         if self._metadata is None:
             return
-        record = await self._metadata.get(DYNAMIC_CONFIG_KEY)
+        try:
+            record = await self._metadata.get()
+        except ValueError as exc:
+            log.warning("dynamic configuration at %s unreadable (%s): using broker.conf", self._metadata.key, exc)
+            return
         if record is None:
             return
-        try:
-            values = _values(record.value)
-        except ValueError as exc:
-            log.warning("dynamic configuration at %s unreadable (%s): using broker.conf", DYNAMIC_CONFIG_KEY, exc)
-            return
+        values = record.value
         for family in LogFamily:
             try:
                 config = from_dynamic(family, values, self.configs[family])
@@ -194,17 +192,16 @@ class BatchedLogSwitch:
             return
         for _ in range(STORE_ATTEMPTS_MAX):  # bounded compare-and-set retries against concurrent writers
             try:
-                record = await self._metadata.get(DYNAMIC_CONFIG_KEY)
-                values = _values(record.value) if record is not None else {}
+                record = await self._metadata.get()
+                values = dict(record.value) if record is not None else {}
                 change(values)
-                data = json.dumps(values, sort_keys=True).encode()
-                await self._metadata.put(DYNAMIC_CONFIG_KEY, data, NEW_KEY if record is None else record.version)
+                await self._metadata.put(values, NEW_KEY if record is None else record.version)
                 return
             except BadVersion:
                 continue
             except (MetadataError, ValueError) as exc:
                 raise PersistenceError(f"cannot store the dynamic configuration: {exc}") from exc
-        raise PersistenceError(f"cannot store the dynamic configuration: {DYNAMIC_CONFIG_KEY} kept changing")
+        raise PersistenceError(f"cannot store the dynamic configuration: {self._metadata.key} kept changing")
 
     def new_writer(self, family: LogFamily, ledger: LogLedger) -> BufferedWriter:
         """A writer for a log store being created now, following the family's setting from now on."""
@@ -219,9 +216,3 @@ def _dynamic_key(name: str, verb: str) -> tuple[LogFamily, str]:
         raise PreconditionFailed(f"Can't {verb} non-dynamic configuration")
     return DYNAMIC_KEYS[name]
 
-
-def _values(data: bytes) -> dict[str, str]:
-    doc = json.loads(data)
-    if not isinstance(doc, dict):
-        raise ValueError("not a JSON object")
-    return {str(k): str(v) for k, v in doc.items()}

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import urllib.parse
 from dataclasses import dataclass
 from typing import Protocol
 
 from magnetar.broker.transactions.api import TxnId
 from magnetar.ledger.api import Position
 from magnetar.metadata import api as md
+from magnetar.resources.transactions import txn_buffer_snapshot_key
 
-SNAPSHOT_ROOT = "/magnetar/txn-buffer-snapshots"
 FORMAT_VERSION = 1
 
 
@@ -102,7 +101,7 @@ class MetadataSnapshotStore:
 
     @staticmethod
     def key(topic: str) -> str:
-        return f"{SNAPSHOT_ROOT}/{urllib.parse.quote(topic, safe='')}"
+        return txn_buffer_snapshot_key(topic)
 
     async def load(self, topic: str) -> AbortedSnapshot | None:
         record = await self._metadata.get(self.key(topic))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from magnetar.broker.authorization import AuthorizationService
-from magnetar.metadata.api import MetadataStore
+from magnetar.resources import MetadataResources
 from magnetar.server.auth.service import AuthenticationService
 from magnetar.server.auth.settings import SecuritySettings
 from magnetar.server.auth.tls import server_context
@@ -32,11 +32,12 @@ class SecurityContext:
     now_ms: Callable[[], int] = wall_ms  # wall-clock time: token expiry is wall-clock
 
     @classmethod
-    def build(cls, settings: SecuritySettings, metadata: MetadataStore) -> SecurityContext:
+    def build(cls, settings: SecuritySettings, resources: MetadataResources) -> SecurityContext:
         """ValueError/OSError name what is misconfigured."""
         authn = AuthenticationService.from_settings(settings) if settings.authentication_enabled else None
         authz = None
         if settings.authorization_enabled:
-            authz = AuthorizationService(metadata, enabled=True, super_user_roles=frozenset(settings.super_user_roles))
+            authz = AuthorizationService(resources, enabled=True,
+                                         super_user_roles=frozenset(settings.super_user_roles))
         tls = server_context(settings) if settings.tls_enabled else None
         return cls(settings=settings, authn=authn, authz=authz, tls=tls)

@@ -16,12 +16,10 @@ from collections.abc import Callable, Iterable
 from magnetar import protocol as proto
 from magnetar.broker.authorization import AuthAction, AuthorizationService
 from magnetar.broker.names import TopicName
-from magnetar.metadata.api import MetadataStore, WatchEvent
+from magnetar.resources import MetadataResources
 from magnetar.server.binary.session import Session
 
 log = logging.getLogger("magnetar.server.auth")
-
-POLICIES = "/admin/policies"
 
 
 class PermissionWatcher:
@@ -34,19 +32,16 @@ class PermissionWatcher:
         self._unwatch: Callable[[], None] | None = None
         self.closed_clients = 0
 
-    def start(self, metadata: MetadataStore) -> None:
+    def start(self, resources: MetadataResources) -> None:
         loop = asyncio.get_running_loop()
 
-        def on_write(event: WatchEvent) -> None:
-            loop.call_soon(self._changed, event)  # after the writer's turn, never inside its write
+        def on_write(tenant: str) -> None:
+            loop.call_soon(self._changed, tenant)  # after the writer's turn, never inside its write
 
-        self._unwatch = metadata.watch(POLICIES, on_write)
+        self._unwatch = resources.tenants.watch(on_write)
 
-    def _changed(self, event: WatchEvent) -> None:
-        parts = event.key[len(POLICIES):].strip("/").split("/")
-        if not parts or not parts[0]:
-            return
-        self._tenants.add(parts[0])
+    def _changed(self, tenant: str) -> None:
+        self._tenants.add(tenant)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 

@@ -4,8 +4,8 @@ threshold, the deletion lag, and a damaged copy shown in the status with the loc
 
 from __future__ import annotations
 
-import json
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from magnetar.core.faults import FaultPlan
 from magnetar.ledger.api import ManagedLedger, ManagedLedgerConfig, Position
 from magnetar.ledger.factory import LedgerFactory
 from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.resources import MetadataResources
 from magnetar.storage.memory import MemoryLedgerStore
 from magnetar.storage.offload import BlockOffloadStore, OffloadSettings
 from magnetar.storage.offload.memory import OPS, MemoryBlobStore
@@ -40,6 +41,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, metadata: MemoryMetadataStore, ledgers: LedgerFactory) -> None:
         self.config = config
         self.metadata = metadata
+        self.resources = MetadataResources(metadata)
         self.ledgers = ledgers
         self.topics: list[tuple[NamespaceName, Any]] = []
         self.loads: list[str] = []
@@ -47,10 +49,8 @@ class Broker:
     def loaded_topics(self) -> list[tuple[NamespaceName, Any]]:
         return self.topics
 
-    async def namespace_policies(self, ns: NamespaceName) -> dict[str, Any]:
-        record = await self.metadata.get(f"/admin/policies/{ns.tenant}/{ns.namespace}")
-        value = json.loads(record.value) if record is not None else {}
-        return value if isinstance(value, dict) else {}
+    async def namespace_policies(self, ns: NamespaceName) -> Mapping[str, Any]:
+        return await self.resources.namespaces.policies(ns)
 
     async def get_topic(self, topic: TopicName, *, create: bool) -> Topic:
         self.loads.append(str(topic))
@@ -80,7 +80,7 @@ async def world():  # type: ignore[no-untyped-def]
 
 
 async def set_policies(broker: Broker, **policies: int) -> None:
-    await broker.metadata.put(f"/admin/policies/{NS.tenant}/{NS.namespace}", json.dumps(policies).encode())
+    await broker.resources.namespaces.put(NS, policies)
 
 
 async def test_trigger_status_and_one_at_a_time(world) -> None:  # type: ignore[no-untyped-def]

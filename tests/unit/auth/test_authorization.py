@@ -10,6 +10,7 @@ from magnetar.broker.authorization import AuthAction, AuthorizationService, Auth
 from magnetar.broker.errors import AuthorizationError, InvalidRequest
 from magnetar.broker.names import TopicName
 from magnetar.metadata.memory import MemoryMetadataStore
+from magnetar.resources import MetadataResources
 from magnetar.server.auth.http import Need, Rule, rule_for
 
 P, C = AuthAction.PRODUCE, AuthAction.CONSUME
@@ -20,7 +21,7 @@ async def _service(policies: AuthPolicies) -> AuthorizationService:
     store = MemoryMetadataStore()
     await store.put("/admin/policies/acme", json.dumps({"adminRoles": ["acme-admin"]}).encode())
     await store.put("/admin/policies/acme/app", json.dumps({"auth_policies": policies.to_json()}).encode())
-    return AuthorizationService(store, enabled=True, super_user_roles=frozenset({"root"}))
+    return AuthorizationService(MetadataResources(store), enabled=True, super_user_roles=frozenset({"root"}))
 
 
 async def test_roles_are_checked_as_pulsar_does() -> None:

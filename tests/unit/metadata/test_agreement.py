@@ -1,7 +1,6 @@
 """The SQLite store and the in-memory store, driven by the same random steps, must agree exactly:
 same records, same children, same exceptions, same watch events, across reopening the SQLite file; and the
-same coordination: ephemeral and sequential keys, their owners, a session's end.
-The SQLite store caches the keys below ``/a`` (``cached_prefixes``), so its cache is held to the same model."""
+same coordination: ephemeral and sequential keys, their owners, a session's end."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ KEYS = st.one_of(_VALID_KEYS, _VALID_KEYS, _INVALID_KEYS)
 READ_KEYS = st.one_of(_VALID_KEYS, st.just("/"), _INVALID_KEYS)
 EXPECTED = st.one_of(st.none(), st.integers(min_value=-1, max_value=3))
 VALUES = st.binary(max_size=8)
-CACHED = ("/a",)
 
 
 def _outcome(loop: asyncio.AbstractEventLoop, call: Awaitable[Any]) -> tuple[str, Any]:
@@ -45,7 +43,7 @@ class MetadataAgreement(RuleBasedStateMachine):
         self.directory = Path(tempfile.mkdtemp(prefix="magnetar-meta-"))
         self.path = self.directory / "metadata.db"
         self.memory = MemoryMetadataStore(clock=self.clock)
-        self.sqlite = SqliteMetadataStore(self.path, clock=self.clock, cached_prefixes=CACHED)
+        self.sqlite = SqliteMetadataStore(self.path, clock=self.clock)
         self.memory_events: list[WatchEvent] = []
         self.sqlite_events: list[WatchEvent] = []
         self.memory.watch("/", self.memory_events.append)
@@ -99,7 +97,7 @@ class MetadataAgreement(RuleBasedStateMachine):
     def reopen_sqlite(self) -> None:
         """A clean restart: the closed session's ephemeral keys go in both."""
         self.loop.run_until_complete(self.sqlite.close())
-        self.sqlite = SqliteMetadataStore(self.path, clock=self.clock, cached_prefixes=CACHED)
+        self.sqlite = SqliteMetadataStore(self.path, clock=self.clock)
         self.sqlite.watch("/", self.sqlite_events.append)
         old, self.memory = self.memory, self.memory.another_session()
         self.memory.watch("/", self.memory_events.append)

@@ -64,30 +64,6 @@ async def test_failed_cas_writes_nothing_and_notifies_nobody(tmp_path: Path) -> 
         await store.exists("/a")
 
 
-async def test_cached_prefixes_are_read_once_and_follow_own_writes(tmp_path: Path) -> None:
-    store = SqliteMetadataStore(tmp_path / "m.db", cached_prefixes=("/admin/policies/",))
-    await store.put("/admin/policies/t", b"v0")
-    await store.put("/other", b"o0")
-    assert await store.exists("/admin/policies/t/ns") is False
-    behind = sqlite3.connect(tmp_path / "m.db", isolation_level=None)  # a write this store does not see
-    behind.execute("UPDATE records SET value = x'ff'")
-    behind.close()
-    cached, uncached = await store.get("/admin/policies/t"), await store.get("/other")
-    assert cached is not None and (cached.value, cached.version) == (b"v0", 0)  # from memory
-    assert uncached is not None and uncached.value == b"\xff"  # outside the prefixes: read from SQLite
-    assert await store.exists("/admin/policies/t/ns") is False  # an absent record is remembered too
-    await store.put("/admin/policies/t/ns", b"n0", NEW_KEY)
-    await store.put("/admin/policies/t", b"v1", 0)
-    with pytest.raises(BadVersion):
-        await store.put("/admin/policies/t", b"v9", 0)
-    updated = await store.get("/admin/policies/t")
-    assert updated is not None and (updated.value, updated.version) == (b"v1", 1)
-    assert await store.exists("/admin/policies/t/ns") is True
-    await store.delete("/admin/policies/t/ns")
-    assert await store.get("/admin/policies/t/ns") is None
-    await store.close()
-
-
 async def test_ephemeral_records_go_with_their_session_and_a_dead_ones_are_purged(tmp_path: Path) -> None:
     from magnetar.metadata.coordination import Ownership
 
