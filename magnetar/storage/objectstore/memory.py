@@ -4,7 +4,7 @@
 keeps every successful create (numbered, with its body, deleted or not), so a test can check that each key
 was won exactly once and that an acknowledged append's object was created, and when.
 :class:`MemoryObjectClient` is one process's connection to it, with its own faults as its plan decides
-(``magnetar.faults.FaultPlan`` over the ops ``put``, ``get``, ``list``, ``delete``):
+(``magnetar.core.faults.FaultPlan`` over the ops ``put``, ``get``, ``list``, ``delete``):
 
 * ``unavailable``: the request fails before it reaches the bucket (a 5xx, a refused connection);
 * ``lost answer`` (a share of put faults, ``lost_answer_probability``): the request fails as a timeout
