@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from magnetar.broker.names import NamespaceName
 from magnetar.broker.registry.catalog import SYSTEM_NAMESPACES
-from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError, MetadataStore
+from magnetar.metadata.api import NEW_KEY, BadVersion, MetadataError
 from magnetar.metadata.settings import MetadataSettings, open_store, store_kind
-from magnetar.resources.namespaces import namespace_key
+from magnetar.resources import MetadataResources, Policies, TenantInfo, Versioned
 
 __all__ = ["add_cluster_init_parser", "run_cluster_init"]
 
 WRITE_ATTEMPTS_MAX = 8
+T = TypeVar("T")
 
 
 def add_cluster_init_parser(verbs: Any) -> None:
@@ -70,37 +72,51 @@ def run_cluster_init(args: argparse.Namespace) -> int:
 async def _initialize(settings: MetadataSettings, name: str, cluster: dict[str, str]) -> list[str]:
     store_kind(settings.store_url)
     store = await open_store(settings, Path("."))
+    res = MetadataResources(store)
     try:
-        done = [await _write(store, f"/admin/clusters/{name}", lambda old: {**old, **cluster}, f"cluster {name}")]
+        done = [await _write(lambda: res.clusters.get(name), lambda new, v: res.clusters.put(name, new, v),
+                             lambda old: {**(old or {}), **cluster}, f"cluster {name}")]
         for ns in SYSTEM_NAMESPACES:
-            done.append(await _write(store, f"/admin/policies/{ns.tenant}", lambda old: _tenant(old, name),
-                                     f"tenant {ns.tenant}"))
-            done.append(await _write(store, namespace_key(ns), lambda old: old, f"namespace {ns}"))
+            done.append(await _init_tenant(res, ns.tenant, name))
+            done.append(await _init_namespace(res, ns))
         return done
     finally:
+        await res.close()
         await store.close()
 
 
-def _tenant(old: dict[str, Any], cluster: str) -> dict[str, Any]:
-    allowed = list(old.get("allowedClusters", []))
-    return {"adminRoles": old.get("adminRoles", []), **old,
-            "allowedClusters": allowed if cluster in allowed else [*allowed, cluster]}
+async def _init_tenant(res: MetadataResources, tenant: str, cluster: str) -> str:
+    return await _write(lambda: res.tenants.get(tenant), lambda new, v: res.tenants.put(tenant, new, v),
+                        lambda old: _tenant(old, cluster), f"tenant {tenant}")
 
 
-async def _write(store: MetadataStore, key: str, update: Any, what: str) -> str:
-    """Create ``key`` (from ``update({})``) or bring it to ``update(old)``, compare-and-set; says what it did."""
+async def _init_namespace(res: MetadataResources, ns: NamespaceName) -> str:
+    def keep(old: Policies | None) -> Policies:
+        return old if old is not None else Policies()
+
+    return await _write(lambda: res.namespaces.get(ns), lambda new, v: res.namespaces.put(ns, new, v), keep,
+                        f"namespace {ns}")
+
+
+def _tenant(old: TenantInfo | None, cluster: str) -> TenantInfo:
+    old = old or TenantInfo()
+    allowed = old.allowed_clusters
+    return TenantInfo(old.admin_roles, allowed if cluster in allowed else (*allowed, cluster))
+
+
+async def _write(read: Callable[[], Awaitable[Versioned[T] | None]], write: Callable[[T, int], Awaitable[None]],
+                 update: Callable[[T | None], T], what: str) -> str:
+    """Create the record (from ``update(None)``) or bring it to ``update(old)``, compare-and-set; says what it
+    did."""
     for _ in range(WRITE_ATTEMPTS_MAX):  # bounded: each retry follows another writer's change
-        record = await store.get(key)
-        try:
-            old = {} if record is None else json.loads(record.value or b"{}")
-        except ValueError as exc:
-            raise MetadataError(f"{key} does not hold JSON: {exc}", key=key) from None
-        new = update(dict(old))
+        record = await read()
+        old = None if record is None else record.value
+        new = update(old)
         if record is not None and new == old:
             return f"{what}: exists"
         try:
-            await store.put(key, json.dumps(new).encode(), NEW_KEY if record is None else record.version)
+            await write(new, NEW_KEY if record is None else record.version)
         except BadVersion:
             continue
         return f"{what}: {'created' if record is None else 'updated'}"
-    raise MetadataError(f"{key} keeps changing under concurrent writers", key=key)
+    raise MetadataError(f"{what} keeps changing under concurrent writers")
