@@ -124,5 +124,12 @@ class Watchers:
             except Exception:
                 logger.exception("metadata watch callback for %s failed on %s", prefix, event)
 
+    def __bool__(self) -> bool:
+        return bool(self._watches)
+
+    def prefixes(self) -> list[str]:
+        """The watched prefixes, each once."""
+        return sorted({prefix for prefix, _ in self._watches.values()})
+
     def clear(self) -> None:
         self._watches.clear()

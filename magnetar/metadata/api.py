@@ -106,10 +106,12 @@ class MetadataStore(Protocol):
     def watch(self, prefix: str, callback: WatchCallback) -> Callable[[], None]:
         """Call ``callback`` after each write to a key equal to or below ``prefix``.
 
-        The embedded stores call it inside the write, once per write. ZooKeeper calls it on the event loop
-        shortly after the write (its own writes and every other client's), at least once after the last of
-        quick successive writes to one key (they may be told as one event) and never for a write that
-        happened before ``watch`` returned control to the loop. Returns an unwatch function."""
+        The embedded stores call it inside their own writes, once per write; SQLite tells the writes of other
+        connections to its file (other processes) too, in order, within ``watch_poll_ms`` of their commit.
+        ZooKeeper calls it on the event loop shortly after the write (its own writes and every other
+        client's), at least once after the last of quick successive writes to one key (they may be told as
+        one event) and never for a write that happened before ``watch`` returned control to the loop.
+        Returns an unwatch function."""
         ...
 
     async def close(self) -> None:

@@ -10,6 +10,13 @@ Schema: ``records(key TEXT PRIMARY KEY, value BLOB, version INTEGER, created_ms 
 INTEGER)``. Children are found with a range scan over the key order (every key below ``/a`` sorts between
 ``/a/`` and ``/a0``, since ``0`` follows ``/``). SQLite errors surface as :class:`MetadataError`.
 
+Watches tell this store's own writes inside the write, and the writes of every other connection to the file
+(another process, or another store object) shortly after: each write also appends ``(key, kind, writer)`` to
+``changes`` in its transaction, and while anything is watched a task looks every ``watch_poll_ms`` whether
+another connection committed (``PRAGMA data_version``) and tells the rows it has not seen, in order. The
+table keeps the last ``CHANGES_KEPT`` rows; a reader that fell further behind is told one ``MODIFIED``
+event at each watched prefix (anything below it may have changed).
+
 Coordination (one process, one session): ``ephemerals(key, session)`` marks the ephemeral records with the
 session that made them, ``sequences(parent, next)`` keeps the counters of sequential keys. A session is this
 store object; closing it deletes its ephemeral records, and a process that died leaves its own behind until
@@ -20,7 +27,9 @@ This module knows nothing of storage, ledgers or the broker.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +50,8 @@ from magnetar.metadata.api import (
 )
 from magnetar.metadata.coordination import CoordinationStore, Ownership, SessionEvent, SessionListener, sequential_key
 
+logger = logging.getLogger("magnetar.metadata")
+
 _SCHEMA = ("""
 CREATE TABLE IF NOT EXISTS records (
     key TEXT PRIMARY KEY NOT NULL,
@@ -53,8 +64,18 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE TABLE IF NOT EXISTS ephemerals (key TEXT PRIMARY KEY NOT NULL, session INTEGER NOT NULL) WITHOUT ROWID
 """, """
 CREATE TABLE IF NOT EXISTS sequences (parent TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL) WITHOUT ROWID
+""", """
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    writer INTEGER NOT NULL
+)
 """)
 _BUSY_TIMEOUT_MS = 5000
+CHANGES_KEPT = 10_000  # rows of ``changes`` kept for other connections' watches
+_TRIM_EVERY = 100  # writes between two trims of ``changes``
+WATCH_POLL_MS = 100  # how often a watched store looks for other connections' writes
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -76,8 +97,11 @@ def _connect(path: Path) -> sqlite3.Connection:
 class SqliteMetadataStore:
     """A :class:`~magnetar.metadata.api.MetadataStore` in one SQLite file."""
 
-    def __init__(self, path: str | Path, *, clock: Clock | None = None) -> None:
+    def __init__(self, path: str | Path, *, clock: Clock | None = None, watch_poll_ms: int = WATCH_POLL_MS) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._poll_s = max(1, watch_poll_ms) / 1000
+        self._poller: asyncio.Task[None] | None = None
+        self._writer = _local_session.new_session_id()  # marks this store's rows of ``changes``
         try:
             self._db: sqlite3.Connection | None = _connect(Path(path))
         except sqlite3.Error as exc:
@@ -89,6 +113,11 @@ class SqliteMetadataStore:
         except sqlite3.Error as exc:
             raise MetadataError(f"cannot read metadata database {path}: {exc}") from exc
         self._ephemerals: dict[str, int] = {str(key): int(session) for key, session in rows}
+        try:
+            self._seen = int(self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
+            self._data_version = self._version()
+        except sqlite3.Error as exc:
+            raise MetadataError(f"cannot read metadata database {path}: {exc}") from exc
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -129,6 +158,7 @@ class SqliteMetadataStore:
 
     async def get(self, key: str) -> Record | None:
         self._conn()
+        self._start_poller()
         _rules.validate_key(key, allow_root=True)
         return self._read(key)
 
@@ -156,9 +186,10 @@ class SqliteMetadataStore:
             )
             if ephemeral:
                 db.execute("INSERT OR REPLACE INTO ephemerals (key, session) VALUES (?, ?)", (key, self._session.id))
+            kind = EventKind.CREATED if current is None else EventKind.MODIFIED
+            self._log_change(db, key, kind)
         if ephemeral:
             self._ephemerals[key] = self._session.id
-        kind = EventKind.CREATED if current is None else EventKind.MODIFIED
         self._watchers.notify(WatchEvent(key, kind))
         return record
 
@@ -171,6 +202,7 @@ class SqliteMetadataStore:
             db.execute("DELETE FROM records WHERE key = ?", (key,))
             if key in self._ephemerals:
                 db.execute("DELETE FROM ephemerals WHERE key = ?", (key,))
+            self._log_change(db, key, EventKind.DELETED)
         self._ephemerals.pop(key, None)
         self._watchers.notify(WatchEvent(key, EventKind.DELETED))
 
@@ -203,7 +235,57 @@ class SqliteMetadataStore:
 
     def watch(self, prefix: str, callback: WatchCallback) -> Callable[[], None]:
         self._conn()
-        return self._watchers.add(prefix, callback)
+        unwatch = self._watchers.add(prefix, callback)
+        with contextlib.suppress(RuntimeError):  # outside a running loop: the poller starts with the next read
+            self._start_poller()
+        return unwatch
+
+    # -- other connections' writes --
+
+    def _log_change(self, db: sqlite3.Connection, key: str, kind: EventKind) -> None:
+        seq = db.execute("INSERT INTO changes (key, kind, writer) VALUES (?, ?, ?)",
+                         (key, kind.value, self._writer)).lastrowid
+        if seq is not None and seq % _TRIM_EVERY == 0:  # the newest rows stay, so seq only grows (no AUTOINCREMENT)
+            db.execute("DELETE FROM changes WHERE seq <= ?", (seq - CHANGES_KEPT,))
+
+    def _version(self) -> int:
+        return int(self._conn().execute("PRAGMA data_version").fetchone()[0])
+
+    def _start_poller(self) -> None:
+        if self._poller is None and self._watchers and self._db is not None:
+            self._poller = asyncio.get_running_loop().create_task(self._poll(), name="sqlite metadata watch")
+
+    async def _poll(self) -> None:
+        while self._db is not None and self._watchers:  # ends with the store, or the last unwatch
+            await asyncio.sleep(self._poll_s)
+            try:
+                self.tell_other_writes()
+            except MetadataStoreClosed:
+                break
+            except (MetadataError, sqlite3.Error):
+                logger.exception("cannot read the metadata changes of other connections; trying again")
+        self._poller = None
+
+    def tell_other_writes(self) -> None:
+        """Tell the watches every write another connection committed since the last look (the poller calls
+        it every ``watch_poll_ms``)."""
+        version = self._version()
+        if version == self._data_version:
+            return  # no other connection committed
+        self._data_version = version
+        rows = self._conn().execute(
+            "SELECT seq, key, kind, writer FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
+            (self._seen, CHANGES_KEPT + _TRIM_EVERY),
+        ).fetchall()
+        if not rows:
+            return
+        if int(rows[0][0]) > self._seen + 1:  # trimmed before this store saw them: say what may have changed
+            for prefix in self._watchers.prefixes():
+                self._watchers.notify(WatchEvent(prefix, EventKind.MODIFIED))
+        self._seen = int(rows[-1][0])
+        for _seq, key, kind, writer in rows:
+            if int(writer) != self._writer:
+                self._watchers.notify(WatchEvent(str(key), EventKind(kind)))
 
     # -- coordination --
 
@@ -259,6 +341,11 @@ class SqliteMetadataStore:
         db, self._db = self._db, None
         self._session.clear()
         self._watchers.clear()
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
         if db is not None:
             db.close()
 

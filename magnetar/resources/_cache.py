@@ -3,8 +3,9 @@ kept in memory once read and dropped when the metadata store reports a write bel
 
 The store's watch sees every writer of the store: this process, and for a shared store (ZooKeeper, or two
 brokers in one process over one store) the others, so a second broker's write is seen. A read that was in
-flight while a write was reported is not kept (it may hold the old value). Bounded: past ``entries_max`` the
-cache starts over.
+flight while a write was reported is not kept (it may hold the old value). An event at the prefix itself (a
+store that fell behind says so: anything below may have changed) empties the cache. Bounded: past
+``entries_max`` the cache starts over.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class WatchedCache(Generic[T]):
 
     def __init__(self, store: md.MetadataStore, prefix: str, *, entries_max: int = ENTRIES_MAX) -> None:
         self._store = store
+        self._prefix = prefix
         self._entries: dict[str, T | None] = {}
         self._entries_max = entries_max
         self._writes_seen = 0  # reported writes: a read that spans one is not kept
@@ -31,7 +33,10 @@ class WatchedCache(Generic[T]):
 
     def _written(self, event: md.WatchEvent) -> None:
         self._writes_seen += 1
-        self._entries.pop(event.key, None)
+        if event.key == self._prefix:
+            self._entries.clear()
+        else:
+            self._entries.pop(event.key, None)
 
     async def get(self, key: str, read: Callable[[md.Record], T]) -> T | None:
         """The decoded record at ``key`` (None when absent), from memory or read (and decoded) once."""

@@ -15,6 +15,8 @@ from magnetar.metadata import (
     SqliteMetadataStore,
     WatchEvent,
 )
+from magnetar.metadata import sqlite as sqlite_store
+from tests.zk_server import Events
 
 
 async def test_records_survive_reopen_with_versions(tmp_path: Path) -> None:
@@ -89,3 +91,46 @@ async def _reopened_get(tmp_path: Path, key: str) -> object:
         return await store.get(key)
     finally:
         await store.close()
+
+
+async def test_another_connections_writes_are_told_in_order_and_this_stores_own_once(tmp_path: Path) -> None:
+    watched = SqliteMetadataStore(tmp_path / "m.db", watch_poll_ms=10)
+    other = SqliteMetadataStore(tmp_path / "m.db")  # another process would be the same: another connection
+    events = Events()
+    watched.watch("/ns", events)
+    await watched.put("/ns/mine", b"1")  # told inside the write
+    await other.put("/ns/x", b"1")
+    await other.put("/ns/x", b"2")
+    await other.put("/elsewhere", b"1")  # not below the prefix
+    await other.delete("/ns/x")
+    await events.until(lambda items: WatchEvent("/ns/x", EventKind.DELETED) in items)
+    await watched.put("/ns/mine", b"2")
+    assert events.items == [
+        WatchEvent("/ns/mine", EventKind.CREATED),
+        WatchEvent("/ns/x", EventKind.CREATED),
+        WatchEvent("/ns/x", EventKind.MODIFIED),
+        WatchEvent("/ns/x", EventKind.DELETED),
+        WatchEvent("/ns/mine", EventKind.MODIFIED),
+    ]
+    await other.close()
+    await watched.close()
+
+
+async def test_a_store_that_fell_behind_the_kept_changes_is_told_at_each_watched_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "CHANGES_KEPT", 3)
+    monkeypatch.setattr(sqlite_store, "_TRIM_EVERY", 1)
+    watched = SqliteMetadataStore(tmp_path / "m.db", watch_poll_ms=3_600_000)  # looks only when told to here
+    other = SqliteMetadataStore(tmp_path / "m.db")
+    events = Events()
+    watched.watch("/ns", events)
+    for i in range(10):
+        await other.put(f"/ns/k{i}", b"v")
+    watched.tell_other_writes()
+    assert events.items == [WatchEvent("/ns", EventKind.MODIFIED)] + [
+        WatchEvent(f"/ns/k{i}", EventKind.CREATED) for i in (7, 8, 9)]  # the three rows still kept
+    watched.tell_other_writes()  # nothing new: nothing told
+    assert len(events.items) == 4
+    await other.close()
+    await watched.close()
