@@ -142,3 +142,18 @@ class TopicName:
     def from_managed_ledger_name(cls, name: str) -> TopicName:
         tenant, namespace, domain, encoded = name.split("/", 3)
         return cls(domain, tenant, namespace, urllib.parse.unquote(encoded))
+
+
+#: the local names of Pulsar's system topics in a namespace (PIP-39 events, PIP-178 snapshots)
+SYSTEM_TOPIC_NAMES = frozenset({"__change_events", "__transaction_buffer_snapshot",
+                                "__transaction_buffer_snapshot_segments", "__transaction_buffer_snapshot_indexes"})
+PENDING_ACK_SUFFIX = "__transaction_pending_ack"
+
+
+def is_system_topic(name: str) -> bool:
+    """A topic the broker keeps for itself, which topic lists leave out unless asked (``includeSystemTopic``)."""
+    try:
+        local = TopicName.parse(name).partitioned_topic_name.local_name
+    except InvalidTopicName:
+        return False
+    return local in SYSTEM_TOPIC_NAMES or local.endswith(PENDING_ACK_SUFFIX)

@@ -12,7 +12,9 @@ The verb families live beside this module (``verbs``: the common ones; ``policie
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import urllib.error
 from collections.abc import Sequence
@@ -37,11 +39,13 @@ def add_admin_parser(verbs: argparse._SubParsersAction[argparse.ArgumentParser])
     """Add ``admin`` with its groups and verbs to the ``magnetar`` parser."""
     admin = verbs.add_parser("admin", help="manage a broker like pulsar-admin")
     add_connection_options(admin)
-    groups = admin.add_subparsers(dest="group", required=True)
+    # a metavar keeps the usage line short: an unknown verb's error lists the choices once
+    groups = admin.add_subparsers(dest="group", required=True, metavar="GROUP")
     parsers: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     for v in [*VERBS, *schema_verbs(), *policy_verbs()]:
         if v.group not in parsers:
-            parsers[v.group] = groups.add_parser(v.group).add_subparsers(dest="admin_verb", required=True)
+            parsers[v.group] = groups.add_parser(v.group).add_subparsers(dest="admin_verb", required=True,
+                                                                          metavar="VERB")
         p = parsers[v.group].add_parser(v.names[0], aliases=list(v.names[1:]), help=v.help)
         for flags, options in v.specs:
             p.add_argument(*flags, **options)
@@ -87,12 +91,18 @@ def run_admin(args: argparse.Namespace) -> int:
                     break  # peek -n N: print what exists, as pulsar-admin does, when fewer are there
                 raise
             _print(status, body, headers, call.raw)
+            if call.done is not None and not body.strip():
+                print(call.done)
     except (UsageError, ConnectionSettingsError) as exc:
         print(f"magnetar admin: {exc}", file=sys.stderr)
         return 2
     except HttpError as exc:
         print(f"{exc.reason}\n\nReason: HTTP {exc.status} {exc.reason}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader (| head) has gone: stop quietly, as a pipeline expects
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (urllib.error.URLError, OSError) as exc:
         print(f"magnetar admin: cannot reach {conn.url}: {exc}", file=sys.stderr)
         return 1

@@ -40,6 +40,7 @@ class Call:
     body: Any = None
     query: dict[str, str] | None = None
     raw: bool = False  # the answer is bytes (peek), not JSON
+    done: str | None = None  # printed when the answer is empty (pulsar-admin's confirmation)
 
 
 @dataclass(frozen=True, slots=True)

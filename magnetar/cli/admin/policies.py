@@ -145,6 +145,8 @@ def policy_verbs() -> list[Verb]:
              "the cluster's active brokers"),
         Verb("brokers", ("leader-broker",), (), lambda a: Call("GET", "/admin/v2/brokers/leaderBroker"),
              "the leader broker"),
+        Verb("brokers", ("version",), (), lambda a: Call("GET", "/admin/v2/brokers/version"),
+             "this broker's version"),
         Verb("brokers", ("healthcheck",), (), lambda a: Call("GET", "/admin/v2/brokers/health"), "health check"),
         Verb("brokers", ("list-dynamic-config",), (), lambda a: Call("GET", CONFIG),
              "the configuration keys that can change at runtime"),

@@ -6,6 +6,7 @@ and pulsar-admin style printing of peeked messages."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -15,6 +16,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+import magnetar
 from tests.integration.admin.http import call
 from tests.integration.broker_process import BrokerProcess
 from tests.integration.conftest import make_client
@@ -226,3 +228,33 @@ def test_encryption_required_is_stored_and_answered_as_pulsar_does(broker: Broke
     assert call(broker.web_url, "POST", path, "yes")[0] == 400
     assert call(broker.web_url, "POST", path, False)[0] == 204
     assert call(broker.web_url, "GET", path) == (200, False)
+
+
+def test_cli_and_rest_friction_items(broker: BrokerProcess) -> None:
+    """Issue 35's small ones: brokers version, compact's confirmation, the local cluster's brokerServiceUrl,
+    system topics left out of lists, an unknown verb's choices listed once, and a closed pipe ends quietly."""
+    assert call(broker.web_url, "GET", "/admin/v2/brokers/version") == (200, magnetar.__version__)
+    assert ok(broker, "brokers", "version").strip() == magnetar.__version__
+    ns = namespace(broker)
+    topic = f"persistent://{ns}/t"
+    assert call(broker.web_url, "PUT", f"/admin/v2/persistent/{ns}/t")[0] == 204
+    assert ok(broker, "topics", "compact", topic).strip() == f"Topic compaction requested for {topic}"
+    local = json.loads(ok(broker, "clusters", "get", "standalone"))
+    assert local["brokerServiceUrl"] == f"pulsar://127.0.0.1:{broker.url.rsplit(':', 1)[1]}"
+    snapshot = f"persistent://{ns}/__transaction_buffer_snapshot"
+    assert call(broker.web_url, "PUT", f"/admin/v2/persistent/{ns}/__transaction_buffer_snapshot")[0] == 204
+    assert ok(broker, "topics", "list", ns).split() == [topic]
+    assert call(broker.web_url, "GET", f"/admin/v2/namespaces/{ns}/topics")[1] == [topic]
+    status, everything = call(broker.web_url, "GET", f"/admin/v2/persistent/{ns}?includeSystemTopic=true")
+    assert status == 200 and sorted(everything) == sorted([topic, snapshot])
+    unknown = admin(broker, "topics", "no-such-verb")
+    assert unknown.returncode == 2 and unknown.stderr.count("'list-partitioned-topics'") == 1
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # a reader that has gone, as `| head` after its first line: every write meets EPIPE
+    try:
+        piped = subprocess.run([sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", broker.web_url,
+                                "topics", "list", ns], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                               timeout=60, check=False)
+    finally:
+        os.close(write_end)
+    assert (piped.returncode, piped.stderr) == (0, "")

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from magnetar import __version__
 from magnetar.broker.admin.broker_admin import BrokerAdmin
 from magnetar.broker.errors import NotFound
 from magnetar.server.http.lookup import here
@@ -55,7 +56,13 @@ def broker_routes(admin: BrokerAdmin) -> list[Route]:
         return ok([{"dimensions": {"broker": _self(req), "namespace": ns}, "metrics": values}
                    for ns, values in sorted(by_ns.items())])
 
+    async def version(req: web.Request) -> web.Response:
+        return web.Response(text=__version__, content_type="text/plain")
+
     return [
+        # before /brokers/{cluster}: "version" is not a cluster name
+        Route("GET", V2 + "/brokers/version", version, "This broker's version", "brokers", result=None,
+              result_type="text/plain"),
         Route("GET", V2 + "/brokers/leaderBroker", leader, "The leader broker", "brokers", result=_ANY),
         Route("GET", V2 + "/brokers/{cluster}", active, "The cluster's active brokers", "brokers",
               result={"type": "array", "items": {"type": "string"}}),

@@ -12,8 +12,9 @@ from aiohttp import web
 from magnetar.broker.admin.broker_admin import BrokerAdmin, parse_namespace
 from magnetar.broker.admin.stats import RateTracker, topic_stats
 from magnetar.broker.errors import InvalidRequest
-from magnetar.broker.names import NamespaceName
+from magnetar.broker.names import NamespaceName, is_system_topic
 from magnetar.server.http.admin import openapi as s
+from magnetar.server.http.lookup import here
 from magnetar.server.http.routes import Route, flag, json_body, match, no_content, ok
 
 V2 = "/admin/v2"
@@ -45,9 +46,17 @@ def tenant_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         return ok(await admin.clusters())
 
     async def cluster(req: web.Request) -> web.Response:
-        data = await admin.cluster(match(req, "cluster"))
+        name = match(req, "cluster")
+        data = await admin.cluster(name)
         host = req.host or "localhost"
-        return ok({**data, "serviceUrl": data.get("serviceUrl") or f"http://{host}"})
+        answer = {**data, "serviceUrl": data.get("serviceUrl") or f"http://{host}"}
+        if name == admin.broker.config.cluster_name and not data.get("brokerServiceUrl"):
+            # the local cluster registered without URLs (standalone): this broker's own, as clients reach it
+            urls = here(admin.broker.config.advertised_address, req)
+            answer["brokerServiceUrl"] = urls.pulsar
+            if urls.pulsar_tls:
+                answer.setdefault("brokerServiceUrlTls", urls.pulsar_tls)
+        return ok(answer)
 
     async def tenants(_: web.Request) -> web.Response:
         return ok(await admin.tenants())
@@ -91,7 +100,7 @@ def tenant_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         names = await admin.topics(_ns(req)) if mode != "NON_PERSISTENT" else []
         if mode != "PERSISTENT":
             names += admin.broker.non_persistent.names(_ns(req))
-        return ok(names)
+        return ok(names if flag(req, "includeSystemTopic") else [n for n in names if not is_system_topic(n)])
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -120,7 +129,8 @@ def tenant_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         Route("DELETE", NS, delete_namespace, "Delete a namespace", "namespaces", ok=204,
               query={"force": {"type": "boolean"}}),
         Route("GET", NS + "/topics", namespace_topics, "List a namespace's topics", "namespaces",
-              result=s.STRING_LIST, query={"mode": {"type": "string", "enum": [*TOPIC_MODES]}}),
+              result=s.STRING_LIST, query={"mode": {"type": "string", "enum": [*TOPIC_MODES]},
+                                           "includeSystemTopic": {"type": "boolean"}}),
         Route("GET", V2 + "/brokers/health", health, "Broker health check", "brokers", result={"type": "string"},
               result_type="text/plain"),
         Route("GET", V2 + "/broker-stats/topics", broker_stats_topics, "Stats of every loaded topic", "brokers",

@@ -22,7 +22,7 @@ from magnetar.broker.admin.subscriptions import SubscriptionAdmin, parse_message
 from magnetar.broker.compaction import CompactedTopic, CompactionService, compacted_of, status_json
 from magnetar.broker.compaction.view import CompactionRecord
 from magnetar.broker.errors import NotAllowed
-from magnetar.broker.names import TopicName
+from magnetar.broker.names import TopicName, is_system_topic
 from magnetar.broker.registry.catalog import PARTITIONS_MAX
 from magnetar.broker.topic.persistent import PersistentTopic
 from magnetar.ledger.api import Position
@@ -53,11 +53,16 @@ def _topic(req: web.Request) -> TopicName:
 
 
 def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
+    def listed(req: web.Request, names: list[str]) -> list[str]:
+        """Pulsar's lists leave the broker's system topics out unless ``includeSystemTopic=true``."""
+        return names if flag(req, "includeSystemTopic") else [n for n in names if not is_system_topic(n)]
+
     async def list_topics(req: web.Request) -> web.Response:
-        return ok(await admin.topics(parse_namespace(match(req, "tenant"), match(req, "namespace"))))
+        return ok(listed(req, await admin.topics(parse_namespace(match(req, "tenant"), match(req, "namespace")))))
 
     async def list_partitioned(req: web.Request) -> web.Response:
-        return ok(await admin.partitioned_topics(parse_namespace(match(req, "tenant"), match(req, "namespace"))))
+        ns = parse_namespace(match(req, "tenant"), match(req, "namespace"))
+        return ok(listed(req, await admin.partitioned_topics(ns)))
 
     async def create(req: web.Request) -> web.Response:
         await admin.create_topic(_topic(req))
@@ -144,7 +149,8 @@ def topic_routes(admin: BrokerAdmin, rates: RateTracker) -> list[Route]:
         return ok(status_json(_compacted(viewed).record if viewed is not None else CompactionRecord()))
 
     return [
-        Route("GET", BASE, list_topics, "List the namespace's topics", "topics", result=s.STRING_LIST),
+        Route("GET", BASE, list_topics, "List the namespace's topics", "topics", result=s.STRING_LIST,
+              query={"includeSystemTopic": {"type": "boolean"}}),
         Route("GET", BASE + "/partitioned", list_partitioned, "List partitioned topics", "topics",
               result=s.STRING_LIST),
         Route("PUT", TOPIC, create, "Create a non-partitioned topic", "topics", ok=204),
