@@ -219,6 +219,11 @@ async def start_broker(broker: Broker) -> None:
             await res.tenants.put(ns.tenant, TenantInfo(allowed_clusters=(cluster,)))
         if not await res.namespaces.exists(ns):
             await res.namespaces.put(ns, {})
+    remotes = sorted(set(await res.clusters.names()) - {cluster})
+    if remotes and not broker.config.broker_deduplication_enabled:
+        log.warning("brokerDeduplicationEnabled=false with other clusters registered (%s): geo-replicated copies "
+                    "are deduplicated only where a namespace or topic turns deduplication on, so a crash of this "
+                    "cluster may store a replicator's resend twice", ", ".join(remotes))
     broker.retention.start()
     broker.policies.start()
     broker.offload.start()

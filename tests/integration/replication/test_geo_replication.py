@@ -19,6 +19,7 @@ import pytest
 from magnetar.cli.admin import main as admin_main
 from magnetar.client import Client
 from tests.integration.admin.http import call
+from tests.integration.broker_process import BrokerProcess
 from tests.integration.replication.geo import Clusters, assert_nothing_more, receive_all, wait_until
 
 pytestmark = pytest.mark.integration
@@ -292,3 +293,14 @@ def test_replicated_copies_without_deduplication_are_warned_and_counted(geo: Clu
     assert stats["replicatedCopiesNotDeduplicated"] == 3
     assert geo["b"].wait_for_log(f"persistent://{path} receives geo-replicated messages with deduplication off", 10)
     assert geo.stats("a", path)["replicatedCopiesNotDeduplicated"] == 0  # nothing came to a
+
+
+def test_a_broker_without_deduplication_and_with_remote_clusters_warns_at_start(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", extra_args=("--set", "brokerDeduplicationEnabled=false")).start()
+    try:
+        body = {"serviceUrl": "http://127.0.0.1:1", "brokerServiceUrl": "pulsar://127.0.0.1:1"}
+        assert call(proc.web_url, "PUT", "/admin/v2/clusters/elsewhere", body)[0] == 204
+        proc.restart()
+        assert proc.wait_for_log("brokerDeduplicationEnabled=false with other clusters registered (elsewhere)", 10)
+    finally:
+        proc.kill()
